@@ -1,0 +1,241 @@
+// Package store defines the journal: an append-only, hash-chained history of
+// workflow runs whose guarantees are storage invariants, not application
+// logic, because application logic can be bypassed by the next caller and a
+// constraint cannot.
+//
+// A Journal guarantees, each inside one store transaction:
+//
+//   - Fencing: while a run has a lease, an append or seal whose epoch is not
+//     the lease's current epoch is refused (FencedError), stale or future.
+//   - Exactly-once: a second EffectStarted for one effect key in one run is
+//     refused (DuplicateEffectError).
+//   - Chaining: seqs are contiguous from 1 and each record's prev_hash is the
+//     run's previous head; hash = SHA-256(prev_hash || raw).
+//   - Whole batches: a batch names one run and commits entirely or not at all.
+//   - Sealing freezes: a sealed run refuses every append (RunSealedError).
+//   - Derived indexes (outcome, admission key, source, activity, case,
+//     waiting) are written with the record that implies them, so they can
+//     always be rebuilt from the journal and are never an authority.
+//
+// Record encoding and chain hashing are specified in spec/records.md.
+// Backends live in sub-packages (store/sqlite, store/postgres) and prove
+// themselves with the conformance suite in store/storetest.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Lease is a run's ownership: the fencing epoch to write under, until Expires.
+type Lease struct {
+	Run     RunID     `json:"run"`
+	Owner   string    `json:"owner"`
+	Epoch   Epoch     `json:"epoch"`
+	Expires time.Time `json:"expires"`
+}
+
+// Cancellation is a durable stop request, stored beside the chain.
+type Cancellation struct {
+	Actor  Operator  `json:"actor"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Activity is a run's place in the activity order: its last append time in
+// whole Unix seconds. Listings order by (At, Run) descending, a total order.
+type Activity struct {
+	Run RunID  `json:"run"`
+	At  uint64 `json:"at"`
+}
+
+// Checkpoint commits to the set of sealed runs of one tenant: the log's
+// origin, its size and its RFC 6962 root.
+type Checkpoint struct {
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+	Root   Digest `json:"root"`
+}
+
+// Inclusion proves a sealed run is a leaf of the log at Size.
+type Inclusion struct {
+	Index uint64   `json:"index"` // seal order, from 0
+	Size  uint64   `json:"size"`  // the tree size the proof is for
+	Leaf  Digest   `json:"leaf"`  // the run's terminal chain hash
+	Proof []Digest `json:"proof"` // siblings, leaf upwards
+}
+
+// Position is where a sealed run sits in the log.
+type Position struct {
+	Index uint64 `json:"index"`
+	Leaf  Digest `json:"leaf"`
+}
+
+// Journal is the store contract. Every method with a context does I/O; every
+// listing is bounded by a limit from 1 to MaxLimit, and a page of limit
+// results means "at least that many", not "exactly". A stored id that does
+// not parse is CorruptError, never skipped.
+type Journal interface {
+	// Append writes a batch of one run under epoch, assigning seqs and
+	// linking the chain; all or nothing.
+	Append(ctx context.Context, epoch Epoch, batch []Append) ([]Record, error)
+	// IsShared reports whether more than one process can write the durable
+	// state. There is no default: a shared store that forgot to say so would
+	// pass as single-writer.
+	IsShared() bool
+	// Seals reports whether the store rewrites payloads on append (as an
+	// encrypting decorator does). A restore refuses such a store.
+	Seals() bool
+
+	// Read returns a run's records from seq from (1-based) onward, unbounded;
+	// for replay and export.
+	Read(ctx context.Context, run RunID, from Seq) ([]Record, error)
+	// ReadPage returns at most limit records from from; it bounds what is
+	// read, not only what is returned.
+	ReadPage(ctx context.Context, run RunID, from Seq, limit int) ([]Record, error)
+	// Head returns the run's chain head; the genesis head for an unknown run.
+	Head(ctx context.Context, run RunID) (Head, error)
+	// Verify checks a run's whole chain and returns its head hash.
+	Verify(ctx context.Context, run RunID) (Digest, error)
+
+	// RunsByOutcome lists runs whose latest conclusion is outcome, newest
+	// conclusion first.
+	RunsByOutcome(ctx context.Context, outcome string, limit int) ([]RunID, error)
+	// CountByOutcome counts the runs whose latest conclusion is outcome,
+	// from the same index as RunsByOutcome and never from a page of it.
+	CountByOutcome(ctx context.Context, outcome string) (uint64, error)
+	// AdmittedAs returns the run holding an admission key, if any.
+	AdmittedAs(ctx context.Context, key string) (RunID, bool, error)
+	// ForgetAdmissions retires admission keys claimed before olderThan and
+	// returns how many; the runs and their records are untouched.
+	ForgetAdmissions(ctx context.Context, olderThan time.Time) (int, error)
+	// RecentRuns lists runs by last append, newest first, strictly after the
+	// cursor (nil: from the top), ties broken by run id descending.
+	RecentRuns(ctx context.Context, after *Activity, limit int) ([]Activity, error)
+	// RunsByID lists every run with records, by id ascending, strictly after
+	// after (nil: from the start).
+	RunsByID(ctx context.Context, after *RunID, limit int) ([]RunID, error)
+	// RecentRunsFrom is RecentRuns narrowed to runs admitted by source.
+	RecentRunsFrom(ctx context.Context, source string, after *Activity, limit int) ([]Activity, error)
+	// CaseHistory returns every record stamped with the case, whichever run
+	// wrote it, oldest first.
+	CaseHistory(ctx context.Context, c CaseID, limit int) ([]Record, error)
+	// WaitingRuns lists runs whose last record is a suspension, soonest
+	// until first (suspensions with no until last).
+	WaitingRuns(ctx context.Context, limit int) ([]WaitingRun, error)
+
+	// Acquire claims a free lease (never granted, released or expired) and
+	// always bumps the epoch; a live lease is LeaseHeldError, even for its
+	// own holder. TTLs have whole-second granularity; under 1s is refused.
+	Acquire(ctx context.Context, run RunID, owner string, ttl time.Duration) (Lease, error)
+	// Renew extends a live lease held by exactly (owner, epoch), keeping the
+	// epoch; anything else is LeaseNotHeldError. It never claims.
+	Renew(ctx context.Context, run RunID, owner string, epoch Epoch, ttl time.Duration) (Lease, error)
+	// ReleaseLease hands a lease back if epoch is the one holding it; it
+	// keeps the epoch, is idempotent and never an error for a non-holder.
+	ReleaseLease(ctx context.Context, run RunID, epoch Epoch) error
+	// AbandonedRuns lists runs whose lease expired without release, oldest
+	// expiry first: the runs an instance died holding.
+	AbandonedRuns(ctx context.Context, limit int) ([]RunID, error)
+
+	// Seal freezes a run whose latest conclusion is a sealing outcome, makes
+	// its head hash the next leaf of the tenant's log in the same
+	// transaction, and returns that hash. First seal wins; a re-seal returns
+	// the same digest and changes nothing.
+	Seal(ctx context.Context, run RunID, epoch Epoch, outcome string) (Digest, error)
+	// Checkpoint returns the log's current origin, size and root.
+	Checkpoint(ctx context.Context) (Checkpoint, error)
+	// ConsistencyProof proves the log at newSize extends the log at oldSize.
+	// oldSize > newSize, or newSize beyond the log, is refused.
+	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]Digest, error)
+	// InclusionProof proves a sealed run is in the current log; nil for a run
+	// that is not sealed, which is an answer and not an error.
+	InclusionProof(ctx context.Context, run RunID) (*Inclusion, error)
+	// InclusionProofAt proves a sealed run is in the log as it stood at size
+	// leaves; nil when the run is unsealed or was sealed at or after size.
+	InclusionProofAt(ctx context.Context, run RunID, size uint64) (*Inclusion, error)
+	// LogPositions returns each run's index and leaf, or nil if unsealed, in
+	// the order asked.
+	LogPositions(ctx context.Context, runs []RunID) ([]*Position, error)
+
+	// RequestCancel records a stop request beside the chain, unfenced;
+	// false if a request was already recorded (the first asker is kept).
+	RequestCancel(ctx context.Context, run RunID, actor Operator, reason string) (bool, error)
+	// Cancellation returns the pending stop request, or nil.
+	Cancellation(ctx context.Context, run RunID) (*Cancellation, error)
+
+	// Tenant names whose rows this handle reaches ("default" unless told).
+	Tenant() string
+	// Atomic returns the store's own transaction for co-located resources,
+	// or nil when the backend cannot offer one.
+	Atomic() AtomicJournal
+}
+
+// AtomicJournal lets a co-located SQL resource commit in the journal's own
+// transaction, so compensation never has to run.
+type AtomicJournal interface {
+	// AppendAtomic checks the fence, runs work inside the journal's
+	// transaction, then appends the records work returns, all in one commit.
+	// A lost COMMIT acknowledgement is CommitUnknownError, never an abort.
+	AppendAtomic(ctx context.Context, run RunID, epoch Epoch, work func(ctx context.Context, tx AtomicTx) ([]Append, error)) ([]Record, error)
+}
+
+// AtomicTx is the slice of the journal's transaction a member may use.
+type AtomicTx interface {
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+}
+
+// Row is one result row of AtomicTx.QueryRow.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// DefaultTenant is the tenant a store serves until told otherwise.
+const DefaultTenant = "default"
+
+// MaxLimit bounds every listing and page.
+const MaxLimit = 10000
+
+// MinTTL is the shortest lease: timing has whole-second granularity and a
+// TTL that truncates to zero seconds is refused, not rounded up.
+const MinTTL = time.Second
+
+// MaxTTL bounds a lease so that its expiry can never overflow any backend's
+// time type; no real lease needs a century.
+const MaxTTL = 100 * 365 * 24 * time.Hour
+
+// ValidateLimit refuses a listing limit outside 1..MaxLimit.
+func ValidateLimit(limit int) error {
+	if limit < 1 || limit > MaxLimit {
+		return &InvalidArgumentError{Field: "limit", Detail: "must be from 1 to 10000"}
+	}
+	return nil
+}
+
+// TTLSeconds validates a lease TTL and returns its whole seconds.
+func TTLSeconds(ttl time.Duration) (int64, error) {
+	if ttl < MinTTL {
+		return 0, &InvalidArgumentError{Field: "ttl", Detail: "truncates to zero whole seconds; leases are at least 1s"}
+	}
+	if ttl > MaxTTL {
+		return 0, &InvalidArgumentError{Field: "ttl", Detail: "longer than 100 years"}
+	}
+	return int64(ttl / time.Second), nil
+}
+
+// ValidateOwner refuses a blank or oversized lease owner.
+func ValidateOwner(owner string) error {
+	if owner == "" || len(owner) > 256 {
+		return &InvalidArgumentError{Field: "owner", Detail: "must be 1 to 256 bytes"}
+	}
+	return nil
+}
+
+// ValidateEpoch refuses epoch 0: epochs start at 1.
+func ValidateEpoch(e Epoch) error {
+	if e == 0 || e > 1<<62 {
+		return &InvalidArgumentError{Field: "epoch", Detail: "must be from 1 to 2^62"}
+	}
+	return nil
+}

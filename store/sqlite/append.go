@@ -1,0 +1,203 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/runseal/runseal/store"
+)
+
+// runState is what a write needs to know about a run.
+type runState struct {
+	exists        bool
+	head          store.Head
+	outcome       sql.NullString // latest conclusion
+	sealedOutcome sql.NullString
+	leaf          []byte
+	logIndex      sql.NullInt64
+}
+
+func (s *Store) loadRun(ctx context.Context, q querier, run store.RunID) (runState, error) {
+	var st runState
+	var hash []byte
+	var seq int64
+	err := q.QueryRowContext(ctx, `SELECT head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM runs WHERE tenant=? AND run=?`,
+		s.tenant, run.String()).Scan(&seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read run %s: %w", run, err)
+	}
+	if len(hash) != 32 || seq < 1 {
+		return st, &store.CorruptError{Run: run, Detail: "run head row is malformed"}
+	}
+	st.exists = true
+	st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
+	return st, nil
+}
+
+// querier is what *sql.DB, *sql.Tx and *sql.Conn share.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// checkFence refuses epoch unless it is the run's current lease epoch. With
+// no lease row any epoch passes: restore replays before any lease exists.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, run store.RunID, epoch store.Epoch) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, `SELECT epoch FROM leases WHERE tenant=? AND run=?`, s.tenant, run.String()).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read lease of run %s: %w", run, err)
+	}
+	if store.Epoch(cur) != epoch {
+		return &store.FencedError{Run: run, Held: epoch, Current: store.Epoch(cur)}
+	}
+	return nil
+}
+
+// Append implements store.Journal.
+func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
+	run, err := store.ValidateBatch(epoch, batch)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Record
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		recs, err := s.appendTx(tx, run, epoch, batch)
+		out = recs
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
+	ctx := context.Background()
+	st, err := s.loadRun(ctx, tx, run)
+	if err != nil {
+		return nil, err
+	}
+	if st.sealedOutcome.Valid {
+		return nil, &store.RunSealedError{Run: run, Outcome: st.sealedOutcome.String}
+	}
+	if err := s.checkFence(ctx, tx, run, epoch); err != nil {
+		return nil, err
+	}
+	prepared, err := store.BuildBatch(st.head, epoch, batch)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	runText := run.String()
+	source := sql.NullString{}
+	outcome, outcomeOrd := st.outcome, sql.NullInt64{}
+	var wait *store.Suspension
+	for _, p := range prepared {
+		var caseID, effect any
+		if !p.Case.IsZero() {
+			caseID = p.Case.String()
+		}
+		if p.EffectKey != nil {
+			effect = p.EffectKey[:]
+		}
+		if p.Kind == store.KindEffectStarted {
+			var n int
+			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE tenant=? AND run=? AND kind='EffectStarted' AND effect_key=?`,
+				s.tenant, runText, effect).Scan(&n)
+			if err != nil {
+				return nil, fmt.Errorf("check effect: %w", err)
+			}
+			if n > 0 {
+				return nil, &store.DuplicateEffectError{Run: run, Key: *p.EffectKey}
+			}
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`,
+			s.tenant, runText, int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
+		if err != nil {
+			if isUnique(err) && p.Kind == store.KindEffectStarted {
+				return nil, &store.DuplicateEffectError{Run: run, Key: *p.EffectKey}
+			}
+			return nil, fmt.Errorf("insert record %s/%d: %w", run, p.Seq, err)
+		}
+		if a := p.Facts.Admission; a != nil {
+			if a.Key != "" {
+				if err := s.claimAdmission(ctx, tx, a.Key, run, now); err != nil {
+					return nil, err
+				}
+			}
+			if a.Source != "" {
+				source = sql.NullString{String: a.Source, Valid: true}
+			}
+		}
+		if p.Facts.Outcome != "" {
+			id, _ := res.LastInsertId()
+			outcome = sql.NullString{String: p.Facts.Outcome, Valid: true}
+			outcomeOrd = sql.NullInt64{Int64: id, Valid: true}
+		}
+		wait = p.Facts.Suspension // the last record decides: any progress clears a wait
+	}
+	last := prepared[len(prepared)-1]
+	var awaiting, event, until any
+	if wait != nil {
+		awaiting = string(wait.Awaiting)
+		event = wait.Event
+		if !wait.Until.IsZero() {
+			until = formatUntil(wait.Until)
+		}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(tenant, run) DO UPDATE SET head_seq=excluded.head_seq, head_hash=excluded.head_hash, active_at=excluded.active_at,
+			source=coalesce(excluded.source, runs.source),
+			outcome=coalesce(excluded.outcome, runs.outcome), outcome_ord=coalesce(excluded.outcome_ord, runs.outcome_ord),
+			wait_awaiting=excluded.wait_awaiting, wait_event=excluded.wait_event, wait_until=excluded.wait_until`,
+		s.tenant, runText, int64(last.Seq), last.Hash[:], now.Unix(), source, outcome, outcomeOrd, awaiting, event, until)
+	if err != nil {
+		return nil, fmt.Errorf("update run %s: %w", run, err)
+	}
+	recs := make([]store.Record, len(prepared))
+	for i, p := range prepared {
+		recs[i] = p.Record
+	}
+	return recs, nil
+}
+
+func (s *Store) claimAdmission(ctx context.Context, tx *sql.Tx, key string, run store.RunID, now time.Time) error {
+	var holder string
+	err := tx.QueryRowContext(ctx, `SELECT run FROM admissions WHERE tenant=? AND key=?`, s.tenant, key).Scan(&holder)
+	if err == nil {
+		h, perr := store.ParseRunID(holder)
+		if perr != nil {
+			return &store.CorruptError{Detail: fmt.Sprintf("admission key %q names unparseable run %q", key, holder)}
+		}
+		return &store.DuplicateAdmissionError{Key: key, Holder: h}
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("check admission key: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`, s.tenant, key, run.String(), now.UnixNano()); err != nil {
+		return fmt.Errorf("claim admission key: %w", err)
+	}
+	return nil
+}
+
+// untilLayout sorts as text in time order for years 0000-9999.
+const untilLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func formatUntil(t time.Time) string { return t.UTC().Format(untilLayout) }
+
+func isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}

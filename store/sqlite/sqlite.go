@@ -1,0 +1,272 @@
+// Package sqlite is the embedded default journal backend: one SQLite file in
+// WAL mode with synchronous=FULL, so an append that returned is durable.
+//
+// Every write goes through a single writer goroutine that groups concurrent
+// callers into one transaction and one fsync (group commit). Each member of a
+// group runs inside its own SAVEPOINT, so a member refused for a domain
+// reason (fenced, duplicate effect, sealed run, ...) rolls back alone and the
+// others commit. Reads use a separate pool of read-only connections and see
+// committed snapshots only.
+//
+// All rows are scoped by tenant; one Store handle serves one tenant. The file
+// can hold several tenants, each opened with its own handle.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/runseal/runseal/store"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SchemaVersion is the schema this code writes; a newer file is refused.
+const SchemaVersion = 1
+
+// Options configures a Store. The zero value is valid.
+type Options struct {
+	// Tenant whose rows this handle reaches; "default" when empty.
+	Tenant string
+	// Origin names the log in checkpoints. It is fixed when the file is
+	// created (a fresh "runseal/<ulid>" when empty) and must match after.
+	Origin string
+	// Now is the store's clock, which judges lease expiry and stamps
+	// activity; time.Now when nil. Tests inject a fake.
+	Now func() time.Time
+	// MaxGroup caps how many writes share one transaction; 256 when zero.
+	MaxGroup int
+	// Logger receives operational logs; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Store is the SQLite journal. It is safe for concurrent use.
+type Store struct {
+	wdb    *sql.DB // exactly one connection: the writer
+	rdb    *sql.DB // read-only pool
+	tenant string
+	origin string
+	now    func() time.Time
+	log    *slog.Logger
+
+	ops       chan *op
+	maxGroup  int
+	closeOnce sync.Once
+	closed    chan struct{}
+	done      chan struct{}
+}
+
+var _ store.Journal = (*Store)(nil)
+
+// Open opens (creating if needed) the journal file at path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, &store.InvalidArgumentError{Field: "path", Detail: fmt.Sprintf("%q is empty or contains '?' or '#'", path)}
+	}
+	tenant := opts.Tenant
+	if tenant == "" {
+		tenant = store.DefaultTenant
+	}
+	if err := ValidateTenant(tenant); err != nil {
+		return nil, err
+	}
+	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	wdb, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	if err := migrate(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	origin, err := fixOrigin(ctx, wdb, opts.Origin)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(8)
+	rdb.SetMaxIdleConns(8)
+	s := &Store{
+		wdb: wdb, rdb: rdb, tenant: tenant, origin: origin,
+		now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup,
+		ops: make(chan *op), closed: make(chan struct{}), done: make(chan struct{}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxGroup <= 0 {
+		s.maxGroup = 256
+	}
+	go s.writer()
+	return s, nil
+}
+
+// ValidateTenant refuses tenant names that could not be a path segment of
+// a log origin.
+func ValidateTenant(t string) error {
+	if t == "" || len(t) > 64 {
+		return &store.InvalidArgumentError{Field: "tenant", Detail: "must be 1 to 64 characters"}
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return &store.InvalidArgumentError{Field: "tenant", Detail: fmt.Sprintf("%q has a character outside [a-z0-9._-]", t)}
+		}
+	}
+	return nil
+}
+
+// Close stops the writer after the writes already queued and closes the file.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	<-s.done
+	return errors.Join(s.rdb.Close(), s.wdb.Close())
+}
+
+// Tenant implements store.Journal.
+func (s *Store) Tenant() string { return s.tenant }
+
+// Origin is the checkpoint origin of this tenant's log.
+func (s *Store) Origin() string {
+	if s.tenant == store.DefaultTenant {
+		return s.origin
+	}
+	return s.origin + "/" + s.tenant
+}
+
+// IsShared is false: the file has one writer and cannot be shared by two
+// plane instances on different machines.
+func (s *Store) IsShared() bool { return false }
+
+// Seals is false: this store writes records exactly as it is handed them.
+func (s *Store) Seals() bool { return false }
+
+// Atomic returns nil: an embedded file offers no foreign tables to join.
+func (s *Store) Atomic() store.AtomicJournal { return nil }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+CREATE TABLE IF NOT EXISTS records(
+	id INTEGER PRIMARY KEY,
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL,
+	kind TEXT NOT NULL, case_id TEXT, effect_key BLOB,
+	prev_hash BLOB NOT NULL, hash BLOB NOT NULL, raw BLOB NOT NULL,
+	UNIQUE(tenant, run, seq)) STRICT;
+CREATE UNIQUE INDEX IF NOT EXISTS records_effect ON records(tenant, run, effect_key) WHERE kind = 'EffectStarted';
+CREATE INDEX IF NOT EXISTS records_case ON records(tenant, case_id, id) WHERE case_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS runs(
+	tenant TEXT NOT NULL, run TEXT NOT NULL,
+	head_seq INTEGER NOT NULL, head_hash BLOB NOT NULL,
+	active_at INTEGER NOT NULL,
+	source TEXT,
+	outcome TEXT, outcome_ord INTEGER,
+	wait_awaiting TEXT, wait_event TEXT, wait_until TEXT,
+	sealed_outcome TEXT, sealed_at INTEGER, log_index INTEGER, leaf BLOB,
+	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_active ON runs(tenant, active_at DESC, run DESC);
+CREATE INDEX IF NOT EXISTS runs_source ON runs(tenant, source, active_at DESC, run DESC) WHERE source IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_outcome ON runs(tenant, outcome, outcome_ord DESC) WHERE outcome IS NOT NULL;
+CREATE INDEX IF NOT EXISTS runs_waiting ON runs(tenant, wait_until IS NULL, wait_until, run) WHERE wait_awaiting IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS runs_log ON runs(tenant, log_index) WHERE log_index IS NOT NULL;
+CREATE TABLE IF NOT EXISTS admissions(
+	tenant TEXT NOT NULL, key TEXT NOT NULL, run TEXT NOT NULL, claimed_at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, key)) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS admissions_age ON admissions(tenant, claimed_at);
+CREATE TABLE IF NOT EXISTS leases(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, owner TEXT NOT NULL, epoch INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL, released INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS leases_abandoned ON leases(tenant, expires_at, run) WHERE released = 0;
+CREATE TABLE IF NOT EXISTS cancellations(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, actor TEXT NOT NULL, basis TEXT NOT NULL,
+	reason TEXT NOT NULL, at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS logs(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log_nodes(
+	tenant TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
+	PRIMARY KEY(tenant, level, idx)) STRICT, WITHOUT ROWID;
+`
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT`); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT CAST(value AS INTEGER) FROM meta WHERE key='schema'`).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("read schema version: %w", err)
+	case v > SchemaVersion:
+		return fmt.Errorf("journal schema version %d is newer than this program understands (%d); upgrade runseal", v, SchemaVersion)
+	case v == SchemaVersion:
+		return tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
+		return fmt.Errorf("record schema version: %w", err)
+	}
+	return tx.Commit()
+}
+
+func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
+	var have string
+	err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='origin'`).Scan(&have)
+	switch {
+	case err == nil:
+		if want != "" && want != have {
+			return "", fmt.Errorf("journal log origin is %q; it cannot become %q", have, want)
+		}
+		return have, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("read origin: %w", err)
+	}
+	if want == "" {
+		want = "runseal/" + strings.ToLower(ulid.Make().String())
+	}
+	if err := ValidateOrigin(want); err != nil {
+		return "", err
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('origin', ?)`, want); err != nil {
+		return "", fmt.Errorf("record origin: %w", err)
+	}
+	return want, nil
+}
+
+// ValidateOrigin refuses an origin a checkpoint could not carry: empty,
+// over 255 bytes, or with whitespace or control characters.
+func ValidateOrigin(o string) error {
+	if o == "" || len(o) > 255 {
+		return &store.InvalidArgumentError{Field: "origin", Detail: "must be 1 to 255 bytes"}
+	}
+	for _, r := range o {
+		if r <= 0x20 || r == 0x7f || r == '\u2014' {
+			return &store.InvalidArgumentError{Field: "origin", Detail: fmt.Sprintf("%q contains whitespace, a control character or an em dash", o)}
+		}
+	}
+	return nil
+}
