@@ -101,9 +101,9 @@ func ValidateOutcome(outcome string) error {
 // Facts are what the store reads from one record to maintain its derived
 // indexes. Everything else in a record is opaque to the store.
 type Facts struct {
-	Admission  *Admission   // RunAdmitted
-	Suspension *Suspension  // RunSuspended
-	Outcome    string       // RunConcluded
+	Admission  *Admission    // RunAdmitted
+	Suspension *Suspension   // RunSuspended
+	Outcome    string        // RunConcluded
 	Cancelled  *Cancellation // RunCancelled
 }
 
