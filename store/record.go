@@ -200,16 +200,18 @@ func DecodeBody(raw []byte) (Body, error) {
 			if err != nil {
 				return Body{}, err
 			}
-			if b.Run, err = ParseRunID(s); err != nil || s != b.Run.String() {
-				return Body{}, fmt.Errorf("record body: run %q is not a bare ULID", s)
+			if b.Run, err = ParseRunID(s); err != nil || s != b.Run.String() || b.Run.IsZero() {
+				return Body{}, fmt.Errorf("record body: run %q is not a bare, non-zero ULID", s)
 			}
 		case "case":
 			s, err := strField(m)
 			if err != nil {
 				return Body{}, err
 			}
-			if b.Case, err = ParseCaseID(s); err != nil || s != b.Case.String() {
-				return Body{}, fmt.Errorf("record body: case %q is not a bare ULID", s)
+			// The zero id means "no case" and is omitted, so writing it out
+			// would be a second spelling of the same body.
+			if b.Case, err = ParseCaseID(s); err != nil || s != b.Case.String() || b.Case.IsZero() {
+				return Body{}, fmt.Errorf("record body: case %q is not a bare, non-zero ULID", s)
 			}
 		case "phase":
 			s, err := strField(m)
