@@ -52,6 +52,16 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		return fmt.Errorf("read run %s: %w", run, err)
 	}
 	defer tx.Rollback()
+	st, err := s.loadRun(ctx, tx, run)
+	if err != nil {
+		return err
+	}
+	// The last seq this read must reach: a row missing at the end is as
+	// much a gap as one missing in the middle.
+	end := st.head.Seq
+	if limit >= 0 && from+store.Seq(limit)-1 < end {
+		end = from + store.Seq(limit) - 1
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT seq, prev_hash, hash, raw FROM records WHERE tenant=? AND run=? AND seq>=? ORDER BY seq LIMIT ?`,
 		s.tenant, run.String(), int64(from), limit)
 	if err != nil {
@@ -87,6 +97,9 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read run %s: %w", run, err)
+	}
+	if from <= end && expect-1 != end {
+		return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("records missing: the run's head is seq %d", st.head.Seq)}
 	}
 	return nil
 }
