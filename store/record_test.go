@@ -84,7 +84,10 @@ func TestChainVerifier(t *testing.T) {
 		{"dropped middle", func(r []Record) []Record { return []Record{r[0], r[2]} }, 3},
 		{"swapped", func(r []Record) []Record { return []Record{r[1], r[0], r[2]} }, 2},
 		{"broken link", func(r []Record) []Record { r[1].PrevHash[0] ^= 1; return r }, 2},
-		{"rewritten bytes", func(r []Record) []Record { r[2].Raw = bytes.Replace(r[2].Raw, []byte(`"C"`), []byte(`"D"`), 1); return r }, 3},
+		{"rewritten bytes", func(r []Record) []Record {
+			r[2].Raw = bytes.Replace(r[2].Raw, []byte(`"C"`), []byte(`"D"`), 1)
+			return r
+		}, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
