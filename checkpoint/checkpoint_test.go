@@ -513,3 +513,21 @@ func corruptLine(t *testing.T, msg []byte) []byte {
 	out := append(bytes.Clone(msg[:i]), sigPrefix+sl.name+" "+base64.StdEncoding.EncodeToString(raw)+"\n"...)
 	return out
 }
+
+func TestZeroPolicyRefuses(t *testing.T) {
+	k := newTestKeys(t, "log.example/z", 0)
+	msg, _ := Sign(testCheckpoint("log.example/z", 1), k.logS)
+	var p Policy
+	if _, err := p.Verify(msg, k.logV); !errors.Is(err, ErrMalformedPolicy) {
+		t.Errorf("zero Policy Verify = %v", err)
+	}
+	if _, err := p.Evaluate(msg); !errors.Is(err, ErrMalformedPolicy) {
+		t.Errorf("zero Policy Evaluate = %v", err)
+	}
+	if _, err := p.MarshalText(); !errors.Is(err, ErrMalformedPolicy) {
+		t.Errorf("zero Policy MarshalText = %v", err)
+	}
+	if !p.RequiresWitnesses() {
+		t.Error("zero Policy claims to need no witnesses")
+	}
+}

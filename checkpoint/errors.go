@@ -64,6 +64,7 @@ type SyntaxError struct {
 	Reason string // what is wrong, in a few words
 }
 
+// Error formats the error as "<kind>: line <n> (<field>): <reason>".
 func (e *SyntaxError) Error() string {
 	s := e.Err.Error()
 	if e.Line > 0 {
@@ -88,6 +89,7 @@ type SignatureError struct {
 	KeyHash uint32 // key ID from the signature line
 }
 
+// Error names the key whose signature failed.
 func (e *SignatureError) Error() string {
 	return fmt.Sprintf("invalid signature for key %s+%08x", e.Name, e.KeyHash)
 }

@@ -202,7 +202,9 @@ type Cosignature struct {
 //   - a line from a known key that does not verify rejects the whole note
 //     with a *SignatureError (ErrInvalidSignature);
 //   - repeated signatures by one key are verified and kept once;
-//   - if no line verified, the note is rejected with ErrUnverified.
+//   - if no line verified, the note is rejected with ErrUnverified;
+//   - any error from known.Verifier other than *note.UnknownVerifierError
+//     (an ambiguous key list, say) is returned.
 //
 // Only after the signatures verified does Open check coherence
 // (ErrIncoherent), so that error means a key holder signed it.

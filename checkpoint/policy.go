@@ -49,14 +49,21 @@ type group struct {
 // k of n witnesses, or nested k-of-n groups as in C2SP tlog-policy).
 // It may also list the log keys a checkpoint must be signed with.
 //
-// A Policy is immutable and safe for concurrent use.
+// A Policy is immutable and safe for concurrent use. Make one with
+// NewThresholdPolicy, ParsePolicy or LoadPolicy; the zero Policy refuses to
+// evaluate anything, so a forgotten initialisation cannot mean "no witness
+// needed".
 type Policy struct {
 	logs      []policyLog
 	witnesses []Witness
 	groups    []group
 	quorum    *member // nil means "quorum none": no cosignature required
 	byKey     map[nameHash]int
+	built     bool // set by the constructors
 }
+
+// errZeroPolicy is returned by the zero Policy.
+var errZeroPolicy = fmt.Errorf("%w: Policy not made by NewThresholdPolicy or ParsePolicy", ErrMalformedPolicy)
 
 // NewThresholdPolicy returns the policy "at least k of these witnesses",
 // with 1 <= k <= len(witnesses). Each witness is named by its key name in
@@ -100,7 +107,7 @@ type policyBuilder struct {
 
 func newPolicyBuilder() *policyBuilder {
 	return &policyBuilder{
-		p:     &Policy{byKey: make(map[nameHash]int)},
+		p:     &Policy{byKey: make(map[nameHash]int), built: true},
 		names: make(map[string]*member),
 		keys:  make(map[string]string),
 	}
@@ -317,6 +324,9 @@ func canonicalVKey(name string, hash uint32, typ byte, key []byte) string {
 // logs, witnesses, groups with numeric thresholds, then the quorum.
 // ParsePolicy of the result gives an equivalent policy.
 func (p *Policy) MarshalText() ([]byte, error) {
+	if !p.built {
+		return nil, errZeroPolicy
+	}
 	var b bytes.Buffer
 	for _, l := range p.logs {
 		b.WriteString("log " + l.vkey)
@@ -378,7 +388,7 @@ func (p *Policy) Logs() []note.Verifier {
 
 // RequiresWitnesses reports whether the quorum needs any cosignature; it is
 // false only for "quorum none".
-func (p *Policy) RequiresWitnesses() bool { return p.quorum != nil }
+func (p *Policy) RequiresWitnesses() bool { return !p.built || p.quorum != nil }
 
 // met reports whether the quorum is satisfied when exactly the witnesses
 // with cosigned[i] true have cosigned. Groups refer only to earlier groups,
@@ -419,7 +429,7 @@ type WitnessResult struct {
 // An Evaluation reports which witnesses of a policy validly cosigned a
 // checkpoint, and whether that satisfies the quorum.
 type Evaluation struct {
-	Checkpoint Checkpoint
+	Checkpoint Checkpoint      // the parsed body; its signatures are not verified by Evaluate
 	Witnesses  []WitnessResult // one per policy witness, in policy order
 	Met        bool            // the valid cosignatures satisfy the quorum
 }
@@ -447,6 +457,9 @@ func (e *Evaluation) Cosigned() int {
 // log's signature and does not reject notes with invalid lines, so Met
 // alone does not make a checkpoint trustworthy: auditors use Verify.
 func (p *Policy) Evaluate(msg []byte) (*Evaluation, error) {
+	if !p.built {
+		return nil, errZeroPolicy
+	}
 	text, lines, err := splitNote(msg)
 	if err != nil {
 		return nil, err
@@ -500,6 +513,9 @@ func (p *Policy) Evaluate(msg []byte) (*Evaluation, error) {
 //
 // The returned Signed holds the verified log and witness signatures only.
 func (p *Policy) Verify(msg []byte, logs ...note.Verifier) (*Signed, error) {
+	if !p.built {
+		return nil, errZeroPolicy
+	}
 	var list []note.Verifier
 	isLog := make(map[nameHash]bool)
 	addLog := func(v note.Verifier) error {
