@@ -231,3 +231,71 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSignOpen signs fuzzed bodies with real keys and appends fuzzed lines,
+// so the accept path of Open, Evaluate and Verify sees valid signatures.
+func FuzzSignOpen(f *testing.F) {
+	fk := newFuzzKeys(f)
+	var signers []note.Signer
+	for _, id := range []string{"log-acme", "witness1", "witness2"} {
+		i := slices.IndexFunc(fk.vf.Keys, func(k vecKey) bool { return k.ID == id })
+		s, err := NewSigner(fk.vf.Keys[i].SKey)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if c, ok := s.(*Cosigner); ok {
+			s = c.At(time.Unix(1700000000, 0))
+		}
+		signers = append(signers, s)
+	}
+	for _, v := range fk.vf.Bodies {
+		f.Add([]byte(v.Text), []byte(""), uint8(7))
+	}
+	f.Add([]byte(fk.vf.Signed[0].Body), []byte("\u2014 witness.example/w1 AAAAAAA=\n"), uint8(1))
+	known := note.VerifierList(fk.known...)
+	f.Fuzz(func(t *testing.T, body, extra []byte, which uint8) {
+		var ss []note.Signer
+		for i, s := range signers {
+			if which&(1<<i) != 0 {
+				ss = append(ss, s)
+			}
+		}
+		msg, err := Sign(Checkpoint{}, ss...) // never valid: exercises refusal
+		if err == nil {
+			t.Fatal("signed the zero checkpoint")
+		}
+		cp, err := Parse(body)
+		if err != nil || len(ss) == 0 {
+			return
+		}
+		msg, err = Sign(cp, ss...)
+		if err != nil {
+			if cp.Coherent() == nil {
+				t.Fatalf("Sign(%q): %v", body, err)
+			}
+			return
+		}
+		msg = append(msg, extra...)
+		s, err := Open(msg, known)
+		n, xerr := note.Open(msg, known)
+		if err == nil {
+			if xerr != nil || !slices.Equal(n.Sigs, s.Signatures()) {
+				t.Fatalf("x/mod disagrees: %v, %v vs %v", xerr, n, s.Signatures())
+			}
+			if !bytes.Equal(s.Text(), body) {
+				t.Fatalf("text changed")
+			}
+		}
+		if len(extra) == 0 && err != nil {
+			t.Fatalf("Open of a freshly signed note: %v", err)
+		}
+		if vs, err := fk.policy.Verify(msg, fk.logV); err == nil {
+			if which&7 != 7 {
+				t.Fatalf("Verify accepted without the log and two witnesses (signers %03b)", which&7)
+			}
+			if len(vs.Cosignatures()) != 2 {
+				t.Fatalf("Verify: %d cosignatures", len(vs.Cosignatures()))
+			}
+		}
+	})
+}
