@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
@@ -142,8 +143,10 @@ func Append(ctx context.Context, w NodeWriter, size uint64, leaves ...Hash) (Has
 	if err != nil {
 		return Hash{}, fmt.Errorf("log: %s at size %d: %w", op, size, err)
 	}
-	// Each leaf adds itself and, on average, one completed parent.
-	nodes := make([]Node, 0, 2*len(leaves)+64)
+	// A tree of n leaves has 2n - popcount(n) perfect subtrees, so this is
+	// exactly the number of nodes the append completes.
+	end := size + uint64(len(leaves))
+	nodes := make([]Node, 0, 2*len(leaves)-bits.OnesCount64(end)+bits.OnesCount64(size))
 	visit := func(id compact.NodeID, h []byte) {
 		n := Node{ID: id}
 		copy(n.Hash[:], h)
