@@ -205,3 +205,36 @@ func TestStoreFailures(t *testing.T) {
 		t.Error("Root on a nil *MemStore: no error")
 	}
 }
+
+// TestBeyondStoredSize: the package does not know the store's size, so every
+// question about a larger tree must fail on a missing node rather than be
+// answered from the nodes that happen to exist.
+func TestBeyondStoredSize(t *testing.T) {
+	ctx := context.Background()
+	const stored = 10
+	s := buildStore(t, leafValues(stored))
+	wantMissing := func(t *testing.T, err error, format string, args ...any) {
+		t.Helper()
+		var nf *NodeNotFoundError
+		if !errors.Is(err, ErrNodeNotFound) || !errors.As(err, &nf) {
+			t.Errorf(format+": %v, want a *NodeNotFoundError", append(args, err)...)
+		}
+	}
+	for n := uint64(stored + 1); n <= 2*stored+3; n++ {
+		_, err := Root(ctx, s, n)
+		wantMissing(t, err, "Root(%d)", n)
+		for i := range n {
+			_, err := InclusionProof(ctx, s, i, n)
+			wantMissing(t, err, "InclusionProof(%d, %d)", i, n)
+		}
+		for m := uint64(1); m < n; m++ {
+			_, err := ConsistencyProof(ctx, s, m, n)
+			wantMissing(t, err, "ConsistencyProof(%d, %d)", m, n)
+		}
+		_, err = Append(ctx, s, n, leafValue(n))
+		wantMissing(t, err, "Append at %d", n)
+	}
+	if s.Len() != 2*stored-2 {
+		t.Errorf("store changed: %d nodes", s.Len())
+	}
+}

@@ -198,8 +198,9 @@ func Root(ctx context.Context, r NodeReader, size uint64) (Hash, error) {
 
 // InclusionProof returns the RFC 6962 audit path for leaf index in the tree of
 // the given size, siblings from the leaf upwards. Any past size works, as long
-// as the store holds that size. It reads O(log size) nodes and never a leaf
-// outside the proof. index >= size is a [*RangeError].
+// as the store holds that size. It reads the O(log size) proof nodes and the
+// leaf's own hash, so that a size beyond the store's fails with a missing
+// node. index >= size is a [*RangeError].
 func InclusionProof(ctx context.Context, r NodeReader, index, size uint64) ([]Hash, error) {
 	const op = "InclusionProof"
 	if r == nil {
@@ -213,14 +214,20 @@ func InclusionProof(ctx context.Context, r NodeReader, index, size uint64) ([]Ha
 	if err != nil {
 		return nil, fmt.Errorf("log: %s(%d, %d): %w", op, index, size, err)
 	}
-	return fetchProof(ctx, r, op, nodes)
+	// The proof covers every leaf but the one proved, so for index ==
+	// size-1 one past the stored size it would be answered from nodes that
+	// all exist. Reading the leaf too, in the same call, makes that a
+	// missing node like every other size the store does not hold.
+	return fetchProof(ctx, r, op, nodes, compact.NewNodeID(0, index))
 }
 
 // ConsistencyProof returns the RFC 6962 consistency proof that the tree of
 // oldSize is a prefix of the tree of newSize. Both may be any sizes the store
 // holds. oldSize > newSize is a [*RangeError]. oldSize 0 and oldSize ==
 // newSize give an empty proof and read nothing: RFC 9162 defines no proof
-// for them, and the verifier checks those cases from the roots alone.
+// for them, and the verifier checks those cases from the roots alone. So
+// they alone do not notice a newSize beyond the store's; every other call
+// fails with a missing node for such a size.
 func ConsistencyProof(ctx context.Context, r NodeReader, oldSize, newSize uint64) ([]Hash, error) {
 	const op = "ConsistencyProof"
 	if r == nil {
@@ -242,14 +249,16 @@ func ConsistencyProof(ctx context.Context, r NodeReader, oldSize, newSize uint64
 	return fetchProof(ctx, r, op, nodes)
 }
 
-// fetchProof reads the nodes a proof needs in one call and rehashes the
-// ephemeral node (the root of the incomplete right subtree) from them.
-func fetchProof(ctx context.Context, r NodeReader, op string, nodes proof.Nodes) ([]Hash, error) {
-	hs, err := readNodes(ctx, r, nodes.IDs)
+// fetchProof reads the nodes a proof needs, plus any extra nodes whose only
+// purpose is to be present, in one call, and rehashes the ephemeral node (the
+// root of the incomplete right subtree) from them.
+func fetchProof(ctx context.Context, r NodeReader, op string, nodes proof.Nodes, extra ...compact.NodeID) ([]Hash, error) {
+	ids := append(nodes.IDs[:len(nodes.IDs):len(nodes.IDs)], extra...)
+	hs, err := readNodes(ctx, r, ids)
 	if err != nil {
 		return nil, fmt.Errorf("log: %s: %w", op, err)
 	}
-	hs, err = nodes.Rehash(hs, hashChildren)
+	hs, err = nodes.Rehash(hs[:len(nodes.IDs)], hashChildren)
 	if err != nil {
 		return nil, fmt.Errorf("log: %s: %w", op, err)
 	}
