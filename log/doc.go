@@ -21,7 +21,8 @@
 //     the transaction that seals a run) keeps the committed size, passes it to
 //     [Append], serializes appends to one store, and never asks about a size
 //     larger than the committed one. A size too large is reported as a missing
-//     node, never answered.
+//     node, never answered (only the empty consistency proofs, from size 0 or
+//     between equal sizes, read nothing and so check nothing).
 //   - Nothing scans leaves: [Root], [Append] and the proofs each read O(log n)
 //     nodes in a single [NodeReader.ReadNodes] call.
 //   - [Append] computes everything before it writes, then writes in a single
@@ -30,6 +31,11 @@
 //   - The verifiers trust nothing but their arguments, and any non-nil error
 //     from them means "not verified". Sizes near 2^64 are handled; no input
 //     makes a function of this package panic.
+//   - A proof binds a leaf (or an old root) to a root, not to a tree size: an
+//     RFC 6962 proof for (index, size) also verifies, against the same root,
+//     for any other size that gives the same proof shape. Verify only against
+//     a size and root that come together from a signed checkpoint, never
+//     against a size taken from the party that supplied the proof.
 //
 // Tree shape, proof node selection and proof checking come from
 // github.com/transparency-dev/merkle; this package adds the store contract,

@@ -34,6 +34,7 @@ type RangeError struct {
 	Detail string // the broken rule in words, with the values
 }
 
+// Error names the refusing function so a log line says which call was wrong.
 func (e *RangeError) Error() string {
 	return "log: " + e.Op + ": " + e.Detail
 }
@@ -48,6 +49,8 @@ type VerifyError struct {
 	Err    error  // the cause, if any; may be nil
 }
 
+// Error leads with the verifier and the verdict, then the reason, so a
+// report reads "not verified, because ...".
 func (e *VerifyError) Error() string {
 	return "log: " + e.Op + ": " + ErrProofInvalid.Error() + ": " + e.Reason
 }
@@ -67,6 +70,8 @@ type NodeNotFoundError struct {
 	ID compact.NodeID
 }
 
+// Error names the node, which tells an operator which size or index was
+// beyond the store.
 func (e *NodeNotFoundError) Error() string {
 	return fmt.Sprintf("log: node (level %d, index %d) not found", e.ID.Level, e.ID.Index)
 }
@@ -82,6 +87,7 @@ type NodeConflictError struct {
 	Written Hash // the different hash the write carried
 }
 
+// Error shows both hashes, since a conflict is evidence worth keeping.
 func (e *NodeConflictError) Error() string {
 	return fmt.Sprintf("log: node (level %d, index %d) already stored with hash %x, refusing %x",
 		e.ID.Level, e.ID.Index, e.Stored, e.Written)

@@ -8,13 +8,16 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 )
 
-// VerifyInclusion checks that proof shows the leaf with value leafValue at
-// position index in the tree of the given size whose root is root. It returns
+// VerifyInclusion checks that proofHashes, an RFC 6962 audit path, shows the
+// leaf with value leafValue at position index in the tree of the given size whose root is root. It returns
 // nil only if the proof has exactly the RFC 6962 length for (index, size) and
 // recomputes root; otherwise a [*VerifyError] matching [ErrProofInvalid].
 //
 // It takes the leaf value, not the leaf hash, so a caller cannot skip the
-// leaf prefix and have an interior node accepted as a leaf.
+// leaf prefix and have an interior node accepted as a leaf. size and root
+// must come from the same signed checkpoint: RFC 6962 does not bind the size
+// into the root, so a proof can also verify at another size of the same
+// shape.
 func VerifyInclusion(leafValue Hash, index, size uint64, proofHashes []Hash, root Hash) error {
 	const op = "VerifyInclusion"
 	if index >= size {
@@ -30,15 +33,17 @@ func VerifyInclusion(leafValue Hash, index, size uint64, proofHashes []Hash, roo
 	return nil
 }
 
-// VerifyConsistency checks that proof shows the tree of oldSize with root
-// oldRoot to be a prefix of the tree of newSize with root newRoot. It returns
+// VerifyConsistency checks that proofHashes, an RFC 6962 consistency proof,
+// shows the tree of oldSize with root oldRoot to be a prefix of the tree of newSize with root newRoot. It returns
 // nil or a [*VerifyError] matching [ErrProofInvalid].
 //
 // The cases RFC 9162 leaves to the caller are decided here, not by the
 // library (whose answer changed between versions): from size 0 the proof must
 // be empty and oldRoot must be [EmptyRoot] (and newRoot too if newSize is 0);
 // at equal sizes the proof must be empty and the roots equal, and two roots
-// for one size are evidence of a fork. oldSize > newSize never verifies.
+// for one size are evidence of a fork. oldSize > newSize never verifies. As
+// with [VerifyInclusion], each size must come from the checkpoint that
+// carries its root.
 func VerifyConsistency(oldSize, newSize uint64, oldRoot, newRoot Hash, proofHashes []Hash) error {
 	const op = "VerifyConsistency"
 	fail := func(format string, args ...any) error {
