@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,10 +63,16 @@ func TestConcurrentUse(t *testing.T) {
 
 	s := &MemStore{}
 	var committed atomic.Uint64
+	var reads atomic.Int64 // reader iterations, so the writer can wait for overlap
 	var wg sync.WaitGroup
 	errs := make(chan error, readers+1)
 	wg.Go(func() {
 		for size := uint64(0); size < n; {
+			// Let the readers run between appends, or on a fast machine the
+			// appends finish before any reader starts and nothing overlaps.
+			for seen := reads.Load(); reads.Load() < seen+readers && len(errs) == 0; {
+				runtime.Gosched()
+			}
 			k := min(1+size%5, n-size)
 			root, err := Append(ctx, s, size, vs[size:size+k]...)
 			if err != nil {
@@ -83,6 +90,7 @@ func TestConcurrentUse(t *testing.T) {
 	for r := range readers {
 		wg.Go(func() {
 			for iter := uint64(r); committed.Load() < n || iter%50 != 0; iter++ {
+				reads.Add(1)
 				size := committed.Load()
 				if size == 0 {
 					continue
