@@ -350,9 +350,12 @@ func TestBoundedReads(t *testing.T) {
 	cr := &countingReader{NodeWriter: s}
 	limit := 2 * bits.Len64(n) // 40 at 1e6, well under the 2*64 ceiling
 
+	most := map[string]int{}
+	defer func() { t.Logf("most nodes read at size %d: %v (limit %d)", n, most, limit) }()
 	check := func(t *testing.T, what string, wantCalls int) {
 		t.Helper()
 		calls, ids := cr.reset()
+		most[what] = max(most[what], ids)
 		if calls != wantCalls || ids > limit {
 			t.Errorf("%s: %d calls reading %d nodes; want %d call(s), <= %d nodes", what, calls, ids, wantCalls, limit)
 		}
