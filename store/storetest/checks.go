@@ -89,6 +89,14 @@ var checks = []check{
 	{"bounds/limits-validated", checkLimits},
 	// tenancy
 	{"tenancy/tenant-named", checkTenant},
+	// log
+	{"log/empty-log", checkEmptyLog},
+	{"log/only-grows", checkLogOnlyGrows},
+	{"log/inclusion-at-past-sizes", checkInclusionAtPastSizes},
+	{"log/root-commits-to-sealed-runs", checkRootCommitsToSealedRuns},
+	{"log/sizes-beyond-the-log-refused", checkLogSizeBounds},
+	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
+	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
 }
 
 func checkGenesisHead(t *T) {
