@@ -3,7 +3,10 @@ package lifecycletest_test
 import (
 	"context"
 	"math"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -328,5 +331,20 @@ func TestInvariantNamesUnique(t *testing.T) {
 			t.Errorf("invariant %q is checked twice", n)
 		}
 		seen[n] = true
+	}
+}
+
+// TestRunFailsWhenNoCheckRan runs Run in a child test process whose -run
+// filter matches no check: the child must fail rather than pass vacuously.
+func TestRunFailsWhenNoCheckRan(t *testing.T) {
+	if os.Getenv("LIFECYCLETEST_CHILD") == "1" {
+		lifecycletest.Run(t, memFactory)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunFailsWhenNoCheckRan$/^no-such-check$")
+	cmd.Env = append(os.Environ(), "LIFECYCLETEST_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no check ran") {
+		t.Fatalf("child with no matching check: err %v, output:\n%s", err, out)
 	}
 }
