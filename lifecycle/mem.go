@@ -17,7 +17,8 @@ import (
 // [Inspector]. One mutex is its transaction: every method validates
 // everything, then writes, under the lock, so an error leaves no trace. It
 // holds every study in memory for the life of the value and is safe for
-// concurrent use.
+// concurrent use. Create one with NewMemStorage; the zero value is not
+// usable.
 //
 // MemStorage is the executable reading of spec/lifecycle.md. Where a
 // journal-backed store and MemStorage disagree, the conformance suite
@@ -117,8 +118,9 @@ func (m *MemStorage) CreateUnmanagedTrial(ctx context.Context, study StudyID, st
 	if err != nil {
 		return "", err
 	}
-	t := m.newTrial(st, false)
+	t := newTrial(st, false)
 	t.lease.State = state
+	m.register(t)
 	return t.id, nil
 }
 
@@ -181,7 +183,10 @@ func checkStudyWriter(op string, st *memStudy, owner *FinalizationToken) error {
 	return nil
 }
 
-func (m *MemStorage) newTrial(st *memStudy, managed bool) *memTrial {
+// newTrial builds the study's next trial; register makes it real. They are
+// apart so that an operation can check writes against a trial before it
+// consumes a number.
+func newTrial(st *memStudy, managed bool) *memTrial {
 	t := &memTrial{
 		study:   st,
 		id:      TrialID(ulid.Make().String()),
@@ -193,9 +198,12 @@ func (m *MemStorage) newTrial(st *memStudy, managed bool) *memTrial {
 		states:  map[string]StateBlob{},
 	}
 	t.lease = LeaseObservation{Trial: t.id, State: TrialWaiting}
-	st.trials++
-	m.trials[t.id] = t
 	return t
+}
+
+func (m *MemStorage) register(t *memTrial) {
+	t.study.trials++
+	m.trials[t.id] = t
 }
 
 // stagedWrites collects the writes of one operation after every check has
@@ -212,9 +220,9 @@ func (s stagedWrites) apply() {
 }
 
 // stageBlobs checks blobs against the scopes they would replace and stages
-// the replacement. trial receives trial-scope blobs (it may be nil when
-// the operation writes study state only). Constraint blobs are allowed
-// only under the trial owner's fence (constraintsOK) and are arity-checked.
+// the replacement; trial receives trial-scope blobs. Constraint blobs are
+// allowed only under the trial owner's fence (constraintsOK) and are
+// arity-checked.
 func stageBlobs(op string, w *stagedWrites, st *memStudy, trial *memTrial, blobs []StateBlob, owner *FinalizationToken, constraintsOK bool) error {
 	for _, b := range blobs {
 		target := st.states
@@ -281,7 +289,8 @@ func (m *MemStorage) ReserveAndCreateIfBudget(ctx context.Context, req ReserveAn
 	if st.trials >= req.MaxTrials {
 		return ReservationOutcome{Status: ReservationExhausted}, nil
 	}
-	t := m.newTrial(st, true)
+	t := newTrial(st, true)
+	m.register(t)
 	out := ReservationOutcome{Status: ReservationCreated, Trial: t.id, Number: t.number}
 	if req.Key != "" {
 		st.keys[req.Key] = out
@@ -865,9 +874,8 @@ func (m *MemStorage) CreateReplacement(ctx context.Context, effect OutboxEffectK
 	}
 	// The new trial has no state yet, so the kind/version comparison in
 	// stageBlobs cannot fail here; it runs anyway so that the rule has one
-	// implementation. The trial is built detached and registered only
-	// after every check passed.
-	t := &memTrial{study: st, states: map[string]StateBlob{}, params: map[string]Param{}}
+	// implementation.
+	t := newTrial(st, true)
 	var w stagedWrites
 	if err := stageParams(op, &w, t, spec.Params); err != nil {
 		return ReplacementOutcome{}, err
@@ -875,11 +883,10 @@ func (m *MemStorage) CreateReplacement(ctx context.Context, effect OutboxEffectK
 	if err := stageBlobs(op, &w, st, t, spec.States, nil, false); err != nil {
 		return ReplacementOutcome{}, err
 	}
-	nt := m.newTrial(st, true)
-	nt.params, nt.states = t.params, t.states
+	m.register(t)
 	w.apply()
-	nt.replacementOf = &effect
-	out := ReplacementOutcome{Status: ReplacementCreated, Trial: nt.id, Number: nt.number}
+	t.replacementOf = &effect
+	out := ReplacementOutcome{Status: ReplacementCreated, Trial: t.id, Number: t.number}
 	addCompletion(rec, EffectCompletion{Name: e.Name, Replacement: &out})
 	return out, nil
 }
