@@ -624,6 +624,7 @@ func verifyStudy(t *testing.T, ctx context.Context, s *lifecycle.JournalStorage,
 // be found complete exactly when its commit point landed, the study must
 // go on working, and every run must verify, terminal ones sealed.
 func TestJournalStorageCrashBetweenWrites(t *testing.T) {
+	t.Parallel()
 	for _, sc := range crashScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			// The write sequence is part of the protocol: check it.

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/lifecycletest"
 	"github.com/runseal/runseal/store"
@@ -118,9 +120,13 @@ func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Jour
 	return nil
 }
 
+// fataler is what the helpers below need of a *testing.T or *rapid.T.
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
+
 // openJournal opens (creating) the SQLite journal at path.
-func openJournal(tb testing.TB, path string) *sqlite.Store {
-	tb.Helper()
+func openJournal(tb fataler, path string) *sqlite.Store {
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
 		tb.Fatalf("open journal: %v", err)
@@ -128,8 +134,7 @@ func openJournal(tb testing.TB, path string) *sqlite.Store {
 	return st
 }
 
-func newJournalStorage(tb testing.TB, j store.Journal) *lifecycle.JournalStorage {
-	tb.Helper()
+func newJournalStorage(tb fataler, j store.Journal) *lifecycle.JournalStorage {
 	s, err := lifecycle.NewJournalStorage(j)
 	if err != nil {
 		tb.Fatalf("new journal storage: %v", err)
@@ -157,6 +162,7 @@ func journalFactory(dir string, check func(error)) lifecycletest.Factory {
 }
 
 func TestJournalStorageConformance(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var rebuildErrs []error
 	lifecycletest.Run(t, journalFactory(t.TempDir(), func(err error) {
@@ -169,4 +175,26 @@ func TestJournalStorageConformance(t *testing.T) {
 	for _, err := range rebuildErrs {
 		t.Errorf("after a conformance check: %v", err)
 	}
+}
+
+// TestJournalStorageMatchesModel runs the model's random sequences against
+// JournalStorage, restarting it (closing and reopening the file, and
+// rebuilding every view) at random points.
+func TestJournalStorageMatchesModel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var n atomic.Int64
+	checkModel(t, func(rt *rapid.T) (modelStorage, func() modelStorage) {
+		path := filepath.Join(dir, fmt.Sprintf("model-%d.db", n.Add(1)))
+		st := openJournal(rt, path)
+		rt.Cleanup(func() { st.Close() })
+		restart := func() modelStorage {
+			if err := st.Close(); err != nil {
+				rt.Fatalf("close: %v", err)
+			}
+			st = openJournal(rt, path)
+			return journalBackend{JournalStorage: newJournalStorage(rt, st), store: st}
+		}
+		return journalBackend{JournalStorage: newJournalStorage(rt, st), store: st}, restart
+	})
 }
