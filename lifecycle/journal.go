@@ -237,7 +237,7 @@ func (s *JournalStorage) onTrial(study StudyID) func(TrialID) {
 // transition a crash or failed write interrupted: missing mirrors, missing
 // seals. Nothing else happens to the study until that succeeds.
 func (s *JournalStorage) rebuild(ctx context.Context, op string, c store.CaseID) (*jview, error) {
-	v, err := loadView(ctx, s.j, c, s.onTrial(StudyID(c.String())))
+	v, err := loadView(ctx, s.j, c, s.onTrial(StudyID(c.String())), false)
 	if err != nil {
 		if KindOf(err) != 0 {
 			return nil, err
@@ -253,7 +253,15 @@ func (s *JournalStorage) rebuild(ctx context.Context, op string, c store.CaseID)
 // loadView folds a study's records: the study run, then each trial run.
 // It writes nothing: interrupted transitions are left in v.todo and in the
 // trials' seal state for the caller to complete or report.
-func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func(TrialID)) (*jview, error) {
+//
+// With concurrent set, the journal may be written while it is read (a
+// reader beside the process that writes the study), and the records are
+// read so that they form a cut: the study run is read again after the
+// trial runs, so every mirror read has its authority, and a trial run read
+// after that is folded only up to the first mirror of a later authority.
+// Without it, the caller is the study's only writer and holds the study's
+// lock, and any such mismatch is corruption.
+func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func(TrialID), concurrent bool) (*jview, error) {
 	const op = "load_study"
 	id := StudyID(c.String())
 	run := studyRunID(c)
@@ -273,6 +281,16 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 	if v.head.Seq < 2 {
 		return nil, &corruptError{Run: run, Seq: v.head.Seq, Detail: "the study run has no StudyOpened"}
 	}
+	trialRecs := make([][]store.Record, 0, len(v.order))
+	for _, t := range v.order {
+		trs, err := j.Read(ctx, t.run, 1)
+		if err != nil {
+			return nil, err
+		}
+		trialRecs = append(trialRecs, trs)
+	}
+	// The case index is read after the runs: records are never removed,
+	// so every run read with records must be listed.
 	inCase := map[store.RunID]bool{}
 	var after *store.RunID
 	for {
@@ -288,25 +306,44 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		}
 		after = &page[len(page)-1]
 	}
+	indexed := len(trialRecs)
+	if concurrent {
+		tail, err := j.Read(ctx, run, v.head.Seq+1)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range tail {
+			if err := v.applyStudy(r); err != nil {
+				return nil, err
+			}
+		}
+		for _, t := range v.order[len(trialRecs):] {
+			trs, err := j.Read(ctx, t.run, 1)
+			if err != nil {
+				return nil, err
+			}
+			trialRecs = append(trialRecs, trs)
+		}
+	}
 	if !inCase[run] {
 		return nil, &corruptError{Run: run, Detail: "the journal's case index does not list the study run"}
 	}
 	delete(inCase, run)
 	var concluded []*jtrial
-	for _, t := range v.order {
-		trs, err := j.Read(ctx, t.run, 1)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range trs {
+	for i, t := range v.order {
+		for _, r := range trialRecs[i] {
+			if concurrent && i >= indexed && mirrorsLater(v, r) {
+				break // written after the study run was read
+			}
 			if err := v.applyTrial(t, r); err != nil {
 				return nil, err
 			}
 		}
 		// Disclosure finds a study's runs by case, so a run the index
 		// misses is a hole in every disclosure of it.
-		if (len(trs) > 0) != inCase[t.run] {
-			return nil, &corruptError{Run: t.run, Detail: fmt.Sprintf("the journal's case index disagrees with the run (%d records, listed %t)", len(trs), inCase[t.run])}
+		has := len(trialRecs[i]) > 0
+		if i < indexed && (has && !inCase[t.run] || !concurrent && !has && inCase[t.run]) {
+			return nil, &corruptError{Run: t.run, Detail: fmt.Sprintf("the journal's case index disagrees with the run (%d records, listed %t)", len(trialRecs[i]), inCase[t.run])}
 		}
 		delete(inCase, t.run)
 		if t.concluded {
@@ -332,6 +369,15 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		}
 	}
 	return v, nil
+}
+
+// mirrorsLater reports whether r mirrors a study run record beyond the
+// ones folded into v.
+func mirrorsLater(v *jview, r store.Record) bool {
+	var f struct {
+		Authority *jRef `json:"authority"`
+	}
+	return json.Unmarshal(r.Fields, &f) == nil && f.Authority != nil && f.Authority.Seq > v.head.Seq
 }
 
 // settle completes what the records folded since the last settle call

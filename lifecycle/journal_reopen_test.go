@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -331,4 +333,79 @@ func TestStudyViewText(t *testing.T) {
 	if _, err := lifecycle.ReadStudyView(ctx, st, lifecycle.StudyID(store.NewCaseID().String())); lifecycle.KindOf(err) != lifecycle.KindNotFound {
 		t.Errorf("view of a case with no study: %v", err)
 	}
+}
+
+// TestReadStudyViewWhileWriting reads a study from the journal while a
+// JournalStorage drives it, as `journal study show` does beside a running
+// service: every read must succeed, and what it shows must only move
+// forward.
+func TestReadStudyViewWhileWriting(t *testing.T) {
+	ctx := context.Background()
+	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
+	t.Cleanup(func() { st.Close() })
+	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, st)}
+	var err error
+	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	e.must(err, "create study")
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 15 {
+				out, err := e.s.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: e.study, MaxTrials: 1000})
+				if err != nil {
+					t.Errorf("reserve: %v", err)
+					return
+				}
+				tok, err := e.s.Claim(ctx, lifecycle.ClaimRequest{Trial: out.Trial, Owner: fmt.Sprint("w", w)})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if _, err := e.s.Renew(ctx, lifecycle.RenewRequest{Owner: tok}); err != nil {
+					t.Errorf("renew: %v", err)
+				}
+				if i%3 == 0 {
+					obs, _ := e.s.Observe(ctx, tok.Trial)
+					e.s.FailStale(ctx, lifecycle.FailStaleRequest{Observed: obs, Grace: time.Second, Intent: lifecycle.FinalizationIntent{Kind: "stale"}})
+					continue
+				}
+				if _, err := e.s.TerminalWithIntent(ctx, lifecycle.TerminalRequest{Owner: tok, State: lifecycle.TrialComplete, Values: []float64{1}}, lifecycle.FinalizationIntent{Kind: "tell"}); err != nil {
+					t.Errorf("terminal: %v", err)
+				}
+			}
+		})
+	}
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			var trials, records, ended int
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				v, err := lifecycle.ReadStudyView(ctx, st, e.study)
+				if err != nil {
+					t.Errorf("read study view while writing: %v", err)
+					return
+				}
+				n := 0
+				for _, tv := range v.Trials {
+					if tv.State.Terminal() {
+						n++
+					}
+				}
+				if len(v.Trials) < trials || len(v.Outbox) < records || n < ended {
+					t.Errorf("the view went back: %d trials, %d records, %d ended after %d, %d, %d", len(v.Trials), len(v.Outbox), n, trials, records, ended)
+				}
+				trials, records, ended = len(v.Trials), len(v.Outbox), n
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	readers.Wait()
+	verifyStudy(t, ctx, e.s, st, e.study)
 }

@@ -89,7 +89,8 @@ func (s *JournalStorage) StudyView(ctx context.Context, study StudyID) (StudyVie
 // journal, writing nothing: an interrupted transition is shown as the
 // JournalStorage that next opens the study will complete it, and listed in
 // Pending. It is what an operator or auditor uses beside (or instead of) a
-// running JournalStorage.
+// running JournalStorage; it may run while that process writes the study,
+// and then shows a transition in flight as pending.
 func ReadStudyView(ctx context.Context, j store.Journal, study StudyID) (StudyView, error) {
 	const op = "read_study_view"
 	if err := begin(ctx, op); err != nil {
@@ -99,7 +100,7 @@ func ReadStudyView(ctx context.Context, j store.Journal, study StudyID) (StudyVi
 	if err != nil || c.IsZero() || c.String() != string(study) {
 		return StudyView{}, NewError(KindNotFound, op, "study %q", study)
 	}
-	v, err := loadView(ctx, j, c, nil)
+	v, err := loadView(ctx, j, c, nil, true)
 	if err != nil {
 		if KindOf(err) != 0 {
 			return StudyView{}, err
