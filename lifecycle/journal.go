@@ -257,8 +257,10 @@ func (s *JournalStorage) rebuild(ctx context.Context, op string, c store.CaseID)
 // With concurrent set, the journal may be written while it is read (a
 // reader beside the process that writes the study), and the records are
 // read so that they form a cut: the study run is read again after the
-// trial runs, so every mirror read has its authority, and a trial run read
-// after that is folded only up to the first mirror of a later authority.
+// trial runs, so every mirror read has its authority; a trial run whose
+// mirror is missing is read again after that, so it holds every record
+// the authority relied on; and a trial run read after the study run is
+// folded only up to the first mirror of a later authority.
 // Without it, the caller is the study's only writer and holds the study's
 // lock, and any such mismatch is corruption.
 func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func(TrialID), concurrent bool) (*jview, error) {
@@ -329,7 +331,6 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		return nil, &corruptError{Run: run, Detail: "the journal's case index does not list the study run"}
 	}
 	delete(inCase, run)
-	var concluded []*jtrial
 	for i, t := range v.order {
 		for _, r := range trialRecs[i] {
 			if concurrent && i >= indexed && mirrorsLater(v, r) {
@@ -346,11 +347,34 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 			return nil, &corruptError{Run: t.run, Detail: fmt.Sprintf("the journal's case index disagrees with the run (%d records, listed %t)", len(trialRecs[i]), inCase[t.run])}
 		}
 		delete(inCase, t.run)
-		if t.concluded {
-			concluded = append(concluded, t)
+	}
+	if concurrent {
+		// A trial run read before the study run's tail may lack records
+		// an authority of the tail relied on (the claim a terminal ended,
+		// say). Every one of them was written before that authority, so
+		// before this read, which therefore holds them, and holds the
+		// mirror too unless the transition is still in flight.
+		for _, t := range v.order {
+			if len(t.awaiting) == 0 {
+				continue
+			}
+			trs, err := j.Read(ctx, t.run, t.head.Seq+1)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range trs {
+				if mirrorsLater(v, r) {
+					break
+				}
+				if err := v.applyTrial(t, r); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	v.foreign = slices.SortedFunc(maps.Keys(inCase), func(a, b store.RunID) int { return cmp.Compare(a.String(), b.String()) })
+	concluded := v.toSeal
+	v.toSeal = nil
 	runs := make([]store.RunID, len(concluded))
 	for i, t := range concluded {
 		runs[i] = t.run
@@ -366,6 +390,9 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		t.sealed = pos[i] != nil
 		if t.sealed && pos[i].Leaf != t.head.Hash {
 			return nil, &corruptError{Run: t.run, Seq: t.head.Seq, Detail: "the run's log leaf is not its terminal hash"}
+		}
+		if !t.sealed {
+			v.toSeal = append(v.toSeal, t)
 		}
 	}
 	return v, nil
@@ -398,10 +425,14 @@ func (s *JournalStorage) settle(ctx context.Context, v *jview) error {
 			return err
 		}
 	}
-	for _, t := range v.unsealed() {
-		if err := s.seal(wctx, t); err != nil {
-			return err
+	for len(v.toSeal) > 0 {
+		t := v.toSeal[0]
+		if !t.sealed {
+			if err := s.seal(wctx, t); err != nil {
+				return err
+			}
 		}
+		v.toSeal = v.toSeal[1:]
 	}
 	for len(v.dirty) > 0 {
 		t := v.dirty[0]

@@ -140,11 +140,10 @@ func (v *jview) simulateSettle() ([]string, error) {
 		}
 		out = append(out, fmt.Sprintf("study run seq %d (%s): trial %s owes its %s", a.rec.Seq, a.rec.Kind, t.id, a.mirror[len(a.mirror)-1].Kind))
 	}
-	for _, t := range v.order {
-		if t.concluded && !t.sealed {
-			out = append(out, fmt.Sprintf("trial %s: concluded as %s, not sealed", t.id, outcomeOf(t.lease.State)))
-		}
+	for _, t := range v.toSeal {
+		out = append(out, fmt.Sprintf("trial %s: concluded as %s, not sealed", t.id, outcomeOf(t.lease.State)))
 	}
+	v.toSeal = nil
 	for len(v.dirty) > 0 {
 		t := v.dirty[0]
 		v.dirty = v.dirty[1:]

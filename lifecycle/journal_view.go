@@ -41,6 +41,8 @@ type jview struct {
 	// trials with overlays to fold: the work a settle does next.
 	todo  []*authority
 	dirty []*jtrial
+	// toSeal are the trials whose run concluded, until sealed.
+	toSeal []*jtrial
 }
 
 // jtrial is one trial of a jview.
@@ -666,6 +668,7 @@ func (v *jview) applyTrial(t *jtrial, r store.Record) error {
 		} else if err = mirrorAt(1); err == nil {
 			t.concluded = true
 			t.popAwaiting()
+			v.toSeal = append(v.toSeal, t)
 		}
 	default:
 		err = corrupt(r, "kind %s has no place in a trial run", r.Kind)
@@ -845,17 +848,6 @@ func (t *jtrial) flushOverlays() error {
 	}
 	t.overlays = nil
 	return nil
-}
-
-// unsealed lists the trials whose run concluded but is not sealed.
-func (v *jview) unsealed() []*jtrial {
-	var out []*jtrial
-	for _, t := range v.order {
-		if t.concluded && !t.sealed {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 func (v *jview) trialFor(run store.RunID) *jtrial {
