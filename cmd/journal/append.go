@@ -116,6 +116,7 @@ func (a *app) writeBatches(cmd *cobra.Command, s *sqlite.Store, epoch store.Epoc
 		}
 		recs, err := s.Append(ctx, epoch, b.appends)
 		if err != nil {
+			err = fmt.Errorf("%w%s", err, notAttempted(len(batches)-i-1))
 			var cu *store.CommitUnknownError
 			if errors.As(err, &cu) {
 				return fmt.Errorf("batch %d of %d (%s): %w; it may or may not have been written: check with 'journal read %s'%s",
@@ -141,6 +142,14 @@ func (a *app) writeBatches(cmd *cobra.Command, s *sqlite.Store, epoch store.Epoc
 	}
 	a.log.Info("appended", "batches", len(batches))
 	return nil
+}
+
+// notAttempted says how many later batches were left unwritten.
+func notAttempted(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d later batch(es) were not attempted", n)
 }
 
 // committed says which earlier batches are durable, for an error that stops

@@ -182,7 +182,7 @@ func (a *app) verifyAll(ctx context.Context, s store.Journal, asJSON bool) error
 		return fmt.Errorf("write output: %w", err)
 	}
 	if failed > 0 {
-		return fmt.Errorf("verification FAILED for %d of %d runs; first: run %s seq %d: %s", failed, runs, firstFail.Run, firstFail.Seq, firstFail.Error)
+		return fmt.Errorf("verification FAILED for %d of %d runs; first: %s", failed, runs, firstFail.Error)
 	}
 	fmt.Fprintf(a.stderr, "journal: verified %d runs, all intact\n", runs)
 	return nil

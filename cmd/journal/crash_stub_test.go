@@ -1,0 +1,3 @@
+package main
+
+func appenderChild(args []string) int { return 3 }
