@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,7 @@ func benchmarkAppend(b *testing.B, conc, size int) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	fields := []byte(`{"payload":"` + string(make([]byte, 0)) + fmt.Sprintf("%0256d", 0) + `"}`)
+	fields := []byte(`{"payload":"` + strings.Repeat("x", 256) + `"}`)
 	batches := make([][]store.Append, conc)
 	epochs := make([]store.Epoch, conc)
 	for i := range batches {
