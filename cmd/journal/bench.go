@@ -48,7 +48,8 @@ type machineInfo struct {
 
 type benchSettings struct {
 	Dir             string  `json:"dir"`
-	SecondsPerPoint float64 `json:"seconds_per_point"`
+	SecondsPerPoint float64 `json:"seconds_per_point"` // per workload, in Slices alternating slices
+	Slices          int     `json:"slices"`
 	PayloadBytes    int     `json:"payload_bytes"`
 	RecordBytes     int     `json:"record_bytes"` // canonical body size of one bench record
 	Durability      string  `json:"durability"`
@@ -193,7 +194,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	rep := benchReport{
 		Machine: machineInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()},
-		Settings: benchSettings{Dir: dir, SecondsPerPoint: o.duration.Seconds(), PayloadBytes: o.payload, RecordBytes: recBytes,
+		Settings: benchSettings{Dir: dir, SecondsPerPoint: o.duration.Seconds(), Slices: benchSlices, PayloadBytes: o.payload, RecordBytes: recBytes,
 			Durability: "WAL, synchronous=FULL"},
 	}
 	progress := func(format string, args ...any) {
@@ -208,21 +209,11 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	if o.throughput {
 		for _, c := range o.concurrency {
 			for _, b := range o.batches {
-				p := benchPoint{Concurrency: c, Batch: b}
-				progress("concurrency %d, batch %d: journal", c, b)
-				if p.Journal, err = benchJournal(ctx, dir, c, b, o.duration, payload); err != nil {
-					return fmt.Errorf("bench journal c=%d b=%d: %w", c, b, err)
+				progress("concurrency %d, batch %d", c, b)
+				p, err := benchPointAt(ctx, dir, c, b, o.duration, payload, recBytes)
+				if err != nil {
+					return fmt.Errorf("bench c=%d b=%d: %w", c, b, err)
 				}
-				progress("concurrency %d, batch %d: ceiling", c, b)
-				if p.Ceiling, err = benchCeiling(ctx, dir, c, b, o.duration, recBytes, false); err != nil {
-					return fmt.Errorf("bench ceiling c=%d b=%d: %w", c, b, err)
-				}
-				progress("concurrency %d, batch %d: ceiling, batched", c, b)
-				if p.CeilingBatched, err = benchCeiling(ctx, dir, c, b, o.duration, recBytes, true); err != nil {
-					return fmt.Errorf("bench batched ceiling c=%d b=%d: %w", c, b, err)
-				}
-				p.Ratio = ratio(p.Journal.RecordsPerSec, p.Ceiling.RecordsPerSec)
-				p.RatioBatched = ratio(p.Journal.RecordsPerSec, p.CeilingBatched.RecordsPerSec)
 				rep.Points = append(rep.Points, p)
 			}
 		}
@@ -238,6 +229,61 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	printBench(a.stdout, rep)
 	return nil
+}
+
+// benchSlices is how many alternating slices each workload's time is cut
+// into. A disk's fsync rate drifts by tens of percent over seconds; measuring
+// the journal and its ceilings in turns, not one after the other, keeps that
+// drift out of the ratios.
+const benchSlices = 3
+
+// workload is one system under test: a step per worker, and a cleanup.
+type workload struct {
+	steps []func() (int, error)
+	close func()
+	acc   sliceResult
+}
+
+type sliceResult struct {
+	lats    []latencies
+	records uint64
+	elapsed time.Duration
+}
+
+func benchPointAt(ctx context.Context, dir string, c, b int, d time.Duration, fields []byte, recBytes int) (benchPoint, error) {
+	p := benchPoint{Concurrency: c, Batch: b}
+	var ws []*workload
+	defer func() {
+		for _, w := range ws {
+			w.close()
+		}
+	}()
+	for _, mk := range []func() (*workload, error){
+		func() (*workload, error) { return journalWorkload(ctx, dir, c, b, fields) },
+		func() (*workload, error) { return ceilingWorkload(ctx, dir, c, b, recBytes, false) },
+		func() (*workload, error) { return ceilingWorkload(ctx, dir, c, b, recBytes, true) },
+	} {
+		w, err := mk()
+		if err != nil {
+			return p, err
+		}
+		ws = append(ws, w)
+	}
+	for range benchSlices {
+		for _, w := range ws {
+			r, err := runSlice(w.steps, d/benchSlices)
+			if err != nil {
+				return p, err
+			}
+			w.acc.lats = append(w.acc.lats, r.lats...)
+			w.acc.records += r.records
+			w.acc.elapsed += r.elapsed
+		}
+	}
+	p.Journal, p.Ceiling, p.CeilingBatched = ws[0].acc.summarize(), ws[1].acc.summarize(), ws[2].acc.summarize()
+	p.Ratio = ratio(p.Journal.RecordsPerSec, p.Ceiling.RecordsPerSec)
+	p.RatioBatched = ratio(p.Journal.RecordsPerSec, p.CeilingBatched.RecordsPerSec)
+	return p, nil
 }
 
 func ratio(x, y float64) float64 {
@@ -287,7 +333,11 @@ func printBench(w io.Writer, r benchReport) {
 			targetRecordsPerSec, t.RecordsPerSecAt64x1, metText(t.RecordsPerSecMet), targetRatio, t.MinRatio, metText(t.RatioMet), t.MinRatioBatched, metText(t.RatioBatchedMet))
 	}
 	for _, s := range r.Scale {
-		fmt.Fprintf(w, "%-28s %9d records: %7.2fs, peak RSS %6.1f MiB\n", s.Op, s.Records, s.Seconds, s.PeakRSSMiB)
+		rss := "-"
+		if s.PeakRSSMiB > 0 {
+			rss = fmt.Sprintf("%.1f MiB", s.PeakRSSMiB)
+		}
+		fmt.Fprintf(w, "%-28s %9d records: %7.2fs, peak RSS %s\n", s.Op, s.Records, s.Seconds, rss)
 	}
 }
 
@@ -318,9 +368,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // latencies collects per-call latencies of one worker.
 type latencies []time.Duration
 
-func summarize(all []latencies, records uint64, elapsed time.Duration) measurement {
+func (r sliceResult) summarize() measurement {
 	var merged []time.Duration
-	for _, l := range all {
+	for _, l := range r.lats {
 		merged = append(merged, l...)
 	}
 	slices.Sort(merged)
@@ -328,26 +378,20 @@ func summarize(all []latencies, records uint64, elapsed time.Duration) measureme
 		if len(merged) == 0 {
 			return 0
 		}
-		i := int(p * float64(len(merged)-1))
-		return float64(merged[i].Nanoseconds()) / 1e3
+		return float64(merged[int(p*float64(len(merged)-1))].Microseconds())
 	}
 	return measurement{
-		Records: records, Seconds: elapsed.Seconds(),
-		RecordsPerSec: float64(int(float64(records)/elapsed.Seconds() + 0.5)),
-		P50us:         float64(int(q(0.50))), P99us: float64(int(q(0.99))),
+		Records: r.records, Seconds: r.elapsed.Seconds(),
+		RecordsPerSec: float64(int(float64(r.records)/r.elapsed.Seconds() + 0.5)),
+		P50us:         q(0.50), P99us: q(0.99),
 	}
 }
 
-// runWorkers runs c workers until the deadline; each calls step, which
-// returns how many records it wrote, and its latency is recorded.
-func runWorkers(c int, d time.Duration, setup func(i int) (func() (int, error), error)) (measurement, error) {
-	steps := make([]func() (int, error), c)
-	for i := range steps {
-		var err error
-		if steps[i], err = setup(i); err != nil {
-			return measurement{}, err
-		}
-	}
+// runSlice runs one step per worker in a loop until d has passed, and
+// records every step's latency. The slice lasts until the slowest worker's
+// last step returns, so no write in flight is left out of the rate.
+func runSlice(steps []func() (int, error), d time.Duration) (sliceResult, error) {
+	c := len(steps)
 	lats := make([]latencies, c)
 	counts := make([]uint64, c)
 	errs := make([]error, c)
@@ -371,41 +415,39 @@ func runWorkers(c int, d time.Duration, setup func(i int) (func() (int, error), 
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
-		return measurement{}, err
-	}
-	var total uint64
+	r := sliceResult{lats: lats, elapsed: time.Since(start)}
 	for _, n := range counts {
-		total += n
+		r.records += n
 	}
-	return summarize(lats, total, elapsed), nil
+	return r, errors.Join(errs...)
 }
 
-func benchJournal(ctx context.Context, dir string, c, b int, d time.Duration, fields []byte) (measurement, error) {
+// journalWorkload appends to the journal: one leased run per worker, as in
+// production, so every append pays the fence check.
+func journalWorkload(ctx context.Context, dir string, c, b int, fields []byte) (*workload, error) {
 	path := filepath.Join(dir, fmt.Sprintf("journal-c%d-b%d.db", c, b))
-	defer removeDB(path)
 	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
 	if err != nil {
-		return measurement{}, err
+		return nil, err
 	}
-	defer s.Close()
-	return runWorkers(c, d, func(int) (func() (int, error), error) {
+	w := &workload{close: func() { s.Close(); removeDB(path) }}
+	for range c {
 		run := store.NewRunID()
-		// A leased run, as in production: every append pays the fence.
 		l, err := s.Acquire(ctx, run, "bench", time.Hour)
 		if err != nil {
+			w.close()
 			return nil, err
 		}
 		batch := make([]store.Append, b)
 		for i := range batch {
 			batch[i] = store.Append{Run: run, Kind: "BenchStep", Fields: fields}
 		}
-		return func() (int, error) {
+		w.steps = append(w.steps, func() (int, error) {
 			_, err := s.Append(ctx, l.Epoch, batch)
 			return b, err
-		}, nil
-	})
+		})
+	}
+	return w, nil
 }
 
 // ceilingDSN is the journal's own DSN: the same pragmas, nothing else.
@@ -413,22 +455,24 @@ func ceilingDSN(path string) string {
 	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
 }
 
-// benchCeiling inserts plain rows of recBytes+64 bytes (the body and its two
-// hashes) with the journal's durability and no other work.
-func benchCeiling(ctx context.Context, dir string, c, b int, d time.Duration, recBytes int, batched bool) (measurement, error) {
+// ceilingWorkload inserts plain rows of recBytes+64 bytes (the body and its
+// two hashes) with the journal's durability and no other work: each worker
+// committing its own transactions, or (batched) all workers' pending rows
+// committed together by one writer.
+func ceilingWorkload(ctx context.Context, dir string, c, b int, recBytes int, batched bool) (*workload, error) {
 	path := filepath.Join(dir, fmt.Sprintf("ceiling-c%d-b%d-%v.db", c, b, batched))
-	defer removeDB(path)
 	db, err := sql.Open("sqlite", ceilingDSN(path))
 	if err != nil {
-		return measurement{}, err
+		return nil, err
 	}
-	defer db.Close()
+	w := &workload{close: func() { db.Close(); removeDB(path) }}
 	db.SetMaxOpenConns(1) // one connection, as the journal's writer has
 	if _, err := db.ExecContext(ctx, `CREATE TABLE rows(id INTEGER PRIMARY KEY, run TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL)`); err != nil {
-		return measurement{}, err
+		w.close()
+		return nil, err
 	}
 	row := make([]byte, recBytes+64)
-	insertTx := func(tx *sql.Tx, run string, seq *int64, n int) error {
+	insert := func(tx *sql.Tx, run string, seq *int64, n int) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO rows(run, seq, body) VALUES(?,?,?)`)
 		if err != nil {
 			return err
@@ -443,30 +487,32 @@ func benchCeiling(ctx context.Context, dir string, c, b int, d time.Duration, re
 		return nil
 	}
 	if !batched {
-		return runWorkers(c, d, func(int) (func() (int, error), error) {
+		for range c {
 			run, seq := store.NewRunID().String(), int64(0)
-			return func() (int, error) {
+			w.steps = append(w.steps, func() (int, error) {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
 					return 0, err
 				}
-				if err := insertTx(tx, run, &seq, b); err != nil {
+				if err := insert(tx, run, &seq, b); err != nil {
 					tx.Rollback()
 					return 0, err
 				}
 				return b, tx.Commit()
-			}, nil
-		})
+			})
+		}
+		return w, nil
 	}
-	g := newPlainGroup(ctx, db, insertTx)
-	defer g.stop()
-	return runWorkers(c, d, func(int) (func() (int, error), error) {
+	g := newPlainGroup(ctx, db, insert)
+	w.close = func() { g.stop(); db.Close(); removeDB(path) }
+	for range c {
 		req := &plainReq{run: store.NewRunID().String(), n: b, done: make(chan error, 1)}
-		return func() (int, error) {
+		w.steps = append(w.steps, func() (int, error) {
 			g.reqs <- req
 			return b, <-req.done
-		}, nil
-	})
+		})
+	}
+	return w, nil
 }
 
 // plainGroup is a group commit with nothing else in it: one writer drains

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runseal/runseal/store"
@@ -19,7 +20,7 @@ type scalePoint struct {
 	Op         string  `json:"op"`
 	Records    int     `json:"records"`
 	Seconds    float64 `json:"seconds"`
-	PeakRSSMiB float64 `json:"peak_rss_mib"` // 0 where the OS does not report it
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"` // absent where not measured or not reported
 }
 
 // benchScale builds one run of n/10 records, measures, grows it to n and
@@ -71,7 +72,7 @@ func (a *app) benchScale(ctx context.Context, dir string, n int, fields []byte, 
 		}
 		for _, op := range ops {
 			progress("%s over %d records", op.name, size)
-			p, err := measureChild(ctx, exe, append(op.args, "--db", path, "--tenant", a.tenant))
+			p, err := measureChild(ctx, exe, append(op.args, "--db", path, "--tenant", a.tenant, "--peak-rss"))
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("%s: %w", op.name, err)
@@ -84,7 +85,7 @@ func (a *app) benchScale(ctx context.Context, dir string, n int, fields []byte, 
 }
 
 // measureChild runs this program with args, output discarded, and reports
-// its wall time and peak RSS.
+// its wall time and the peak RSS the child reports of itself (--peak-rss).
 func measureChild(ctx context.Context, exe string, args []string) (scalePoint, error) {
 	cmd := exec.CommandContext(ctx, exe, args...)
 	var stderr limitedBuffer
@@ -95,7 +96,12 @@ func measureChild(ctx context.Context, exe string, args []string) (scalePoint, e
 	if err != nil {
 		return p, fmt.Errorf("%v: %s", err, stderr.String())
 	}
-	p.PeakRSSMiB = peakRSSMiB(cmd.ProcessState)
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, peakRSSPrefix); ok {
+			kib, _ := strconv.ParseInt(v, 10, 64)
+			p.PeakRSSMiB = float64(kib*10/1024) / 10
+		}
+	}
 	return p, nil
 }
 

@@ -35,6 +35,9 @@ const envDB = "RUNSEAL_DB"
 // a home directory.
 const defaultDB = "runseal.db"
 
+// peakRSSPrefix starts the line --peak-rss prints; bench parses it.
+const peakRSSPrefix = "journal: peak RSS KiB: "
+
 // exitError carries the exit code an error maps to.
 type exitError struct {
 	code int
@@ -58,6 +61,7 @@ type app struct {
 	db       string // --db
 	tenant   string // --tenant
 	logLevel string // --log-level
+	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
 }
 
 // run executes the CLI with args (without the program name) and returns the
@@ -70,6 +74,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	if a.peakRSS {
+		if kib, ok := peakRSSKiB(); ok {
+			fmt.Fprintf(stderr, "%s%d\n", peakRSSPrefix, kib)
+		}
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -137,6 +146,8 @@ func (a *app) newRoot() *cobra.Command {
 	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
 	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
+	pf.BoolVar(&a.peakRSS, "peak-rss", false, "print this process's peak RSS to stderr on exit")
+	_ = pf.MarkHidden("peak-rss")
 
 	root.AddCommand(
 		a.initCmd(),

@@ -2,7 +2,5 @@
 
 package main
 
-import "os"
-
-// peakRSSMiB is 0 (unknown) where rusage units differ or do not exist.
-func peakRSSMiB(*os.ProcessState) float64 { return 0 }
+// peakRSSKiB is unknown where /proc is not there to ask.
+func peakRSSKiB() (int64, bool) { return 0, false }
