@@ -43,7 +43,8 @@ Each line is one record:
   {"run":"<ULID>", "case":"<ULID>"?, "step":N?, "phase":"compensating"?,
    "effect_key":"<64 hex>"?, "kind":"<Kind>", ...the kind's fields}
 Everything except the routing keys (run, case, step, phase, effect_key, kind)
-becomes the kind's fields. seq, epoch and v are assigned by the store and may
+becomes the kind's fields. phase is "compensating" or "forward" (the default,
+which is not stored). seq, epoch and v are assigned by the store and may
 not appear. Blank lines are skipped. JSON is parsed strictly: duplicate keys,
 invalid UTF-8 and trailing data are refused.
 

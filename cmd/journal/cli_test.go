@@ -31,6 +31,8 @@ func TestUsageAndHelp(t *testing.T) {
 		{"root help documents the default path", []string{"--help"}, exitOK, "$RUNSEAL_DB"},
 		{"subcommand help has examples", []string{"append", "--help"}, exitOK, "Examples:"},
 		{"lease help", []string{"lease", "acquire", "--help"}, exitOK, "--owner"},
+		{"lease without subcommand", []string{"lease"}, exitUsage, "acquire, renew or release"},
+		{"lease unknown subcommand", []string{"lease", "steal"}, exitUsage, "unknown command"},
 		{"bad log level", []string{"--log-level", "loud", "runs", "--recent"}, exitUsage, "--log-level"},
 		{"bad tenant", []string{"--tenant", "Bad Tenant", "runs", "--recent"}, exitUsage, "--tenant"},
 		{"read needs a run", []string{"read"}, exitUsage, "accepts 1 arg"},
@@ -280,6 +282,10 @@ func TestReadRefusals(t *testing.T) {
 	unknown := store.NewRunID()
 	expect(t, cli(t, db, "", "read", unknown.String()), exitFailure, "run "+unknown.String()+" not found")
 	expect(t, cli(t, filepath.Join(t.TempDir(), "nope.db"), "", "read", unknown.String()), exitFailure, "no journal at")
+	expect(t, cli(t, t.TempDir(), "", "read", unknown.String()), exitFailure, "is a directory")
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	os.WriteFile(junk, []byte(strings.Repeat("not a database ", 512)), 0o600)
+	expect(t, cli(t, junk, "", "read", unknown.String()), exitFailure, "open journal")
 }
 
 // TestReadPaging reads across page boundaries, where each page is its own

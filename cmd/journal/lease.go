@@ -24,6 +24,11 @@ present the lease's epoch, and any other epoch is refused (fenced).
 
 TTLs have whole-second granularity, at least 1s.`,
 		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(a.stderr)
+			_ = cmd.Help()
+			return usageErrorf("lease needs a subcommand: acquire, renew or release")
+		},
 	}
 	cmd.AddCommand(a.leaseAcquireCmd(), a.leaseRenewCmd(), a.leaseReleaseCmd())
 	return cmd
