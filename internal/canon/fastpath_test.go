@@ -167,4 +167,3 @@ func TestWriteStringMatchesReference(t *testing.T) {
 		check(randomString(r))
 	}
 }
-
