@@ -153,7 +153,7 @@ func TestCrashSIGKILL(t *testing.T) {
 			cmd.Env = append(os.Environ(), childEnv+"=appender")
 		} else {
 			input := filepath.Join(t.TempDir(), "in.jsonl")
-			writeCrashInput(t, input, 3000)
+			writeCrashInput(t, input, 10000) // far more than a round can write
 			cmd = exec.Command(exe, "append", "--db", db, "--epoch", "1", input)
 			cmd.Env = append(os.Environ(), childEnv+"=cli")
 		}

@@ -113,7 +113,8 @@ stderr.
 Exit codes:
   0  success (for verify: every chain checked is intact)
   1  failure: the command was refused or failed, or a verification failed;
-     the message names the run and seq. Nothing is left partially written.
+     the message names the run and seq. Every write is all or nothing
+     (append: each run's batch; see "journal append --help").
   2  usage error: unknown command or flag, missing or malformed argument`
 
 func (a *app) newRoot() *cobra.Command {
