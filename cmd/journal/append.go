@@ -138,7 +138,8 @@ func (a *app) writeBatches(cmd *cobra.Command, s *sqlite.Store, epoch store.Epoc
 			}
 		}
 		if _, err := a.stdout.Write(out.Bytes()); err != nil {
-			return fmt.Errorf("write output: %w", err)
+			return fmt.Errorf("batch %d of %d (%s) was committed, but writing its acknowledgement failed: %w%s",
+				i+1, len(batches), b.describe(), err, notAttempted(len(batches)-i-1))
 		}
 	}
 	a.log.Info("appended", "batches", len(batches))
