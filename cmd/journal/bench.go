@@ -44,6 +44,10 @@ type machineInfo struct {
 	GOARCH    string `json:"goarch"`
 	NumCPU    int    `json:"num_cpu"`
 	GoVersion string `json:"go_version"`
+	// Load averages (1 minute) before and after: other work on the
+	// machine competes for the same CPUs and disk. -1 where unknown.
+	LoadBefore float64 `json:"load_before"`
+	LoadAfter  float64 `json:"load_after"`
 }
 
 type benchSettings struct {
@@ -193,7 +197,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 		return err
 	}
 	rep := benchReport{
-		Machine: machineInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()},
+		Machine: machineInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAverage()},
 		Settings: benchSettings{Dir: dir, SecondsPerPoint: o.duration.Seconds(), Slices: benchSlices, PayloadBytes: o.payload, RecordBytes: recBytes,
 			Durability: "WAL, synchronous=FULL"},
 	}
@@ -224,6 +228,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 			return err
 		}
 	}
+	rep.Machine.LoadAfter = loadAverage()
 	if o.asJSON {
 		return writeJSON(a.stdout, rep)
 	}
@@ -320,8 +325,9 @@ func judge(points []benchPoint) *targetVerdict {
 }
 
 func printBench(w io.Writer, r benchReport) {
-	fmt.Fprintf(w, "%s/%s, %d CPUs, %s; %s; fsync %.0f/s; records of %d bytes; %s per point\n",
-		r.Machine.GOOS, r.Machine.GOARCH, r.Machine.NumCPU, r.Machine.GoVersion, r.Settings.Durability, r.FsyncPerSec, r.Settings.RecordBytes, time.Duration(r.Settings.SecondsPerPoint*float64(time.Second)))
+	fmt.Fprintf(w, "%s/%s, %d CPUs, %s, load %.1f -> %.1f; %s; fsync %.0f/s; records of %d bytes; %s per point\n",
+		r.Machine.GOOS, r.Machine.GOARCH, r.Machine.NumCPU, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter,
+		r.Settings.Durability, r.FsyncPerSec, r.Settings.RecordBytes, time.Duration(r.Settings.SecondsPerPoint*float64(time.Second)))
 	if len(r.Points) > 0 {
 		fmt.Fprintf(w, "%5s %5s %12s %9s %9s %12s %6s %14s %6s\n", "conc", "batch", "records/s", "p50 µs", "p99 µs", "ceiling/s", "ratio", "batched/s", "ratio")
 		for _, p := range r.Points {

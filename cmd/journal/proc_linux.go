@@ -25,3 +25,21 @@ func peakRSSKiB() (int64, bool) {
 	}
 	return 0, false
 }
+
+// loadAverage is the 1-minute load average, or -1. A bench on a machine
+// that other work keeps busy measures that work too; the report says so.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
