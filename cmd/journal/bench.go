@@ -198,7 +198,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	rep := benchReport{
 		Machine: machineInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAverage()},
-		Settings: benchSettings{Dir: dir, SecondsPerPoint: o.duration.Seconds(), Slices: benchSlices, PayloadBytes: o.payload, RecordBytes: recBytes,
+		Settings: benchSettings{Dir: dir, SecondsPerPoint: o.duration.Seconds(), Slices: benchSlices(o.duration), PayloadBytes: o.payload, RecordBytes: recBytes,
 			Durability: "WAL, synchronous=FULL"},
 	}
 	progress := func(format string, args ...any) {
@@ -237,10 +237,11 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 }
 
 // benchSlices is how many alternating slices each workload's time is cut
-// into. A disk's fsync rate drifts by tens of percent over seconds; measuring
-// the journal and its ceilings in turns, not one after the other, keeps that
-// drift out of the ratios.
-const benchSlices = 3
+// into: about one a second, at least 3. A disk's fsync rate, and what other
+// work leaves of the CPUs, drift by tens of percent over seconds; measuring
+// the journal and its ceilings in turns, not one after the other, spreads
+// that drift over all three instead of charging it to one.
+func benchSlices(d time.Duration) int { return max(3, int(d/time.Second)) }
 
 // workload is one system under test: a step per worker, and a cleanup.
 type workload struct {
@@ -274,9 +275,10 @@ func benchPointAt(ctx context.Context, dir string, c, b int, d time.Duration, fi
 		}
 		ws = append(ws, w)
 	}
-	for range benchSlices {
+	n := benchSlices(d)
+	for range n {
 		for _, w := range ws {
-			r, err := runSlice(w.steps, d/benchSlices)
+			r, err := runSlice(w.steps, d/time.Duration(n))
 			if err != nil {
 				return p, err
 			}
