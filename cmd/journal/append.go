@@ -123,7 +123,7 @@ func (a *app) writeBatches(cmd *cobra.Command, s *sqlite.Store, epoch store.Epoc
 				return fmt.Errorf("batch %d of %d (%s): %w; it may or may not have been written: check with 'journal read %s'%s",
 					i+1, len(batches), b.describe(), err, b.run, committed(batches[:i]))
 			}
-			return fmt.Errorf("batch %d of %d (%s) refused, nothing of it was written: %w%s", i+1, len(batches), b.describe(), err, committed(batches[:i]))
+			return fmt.Errorf("batch %d of %d (%s) was not written (none of it): %w%s", i+1, len(batches), b.describe(), err, committed(batches[:i]))
 		}
 		// One write per batch, after its commit: a line on stdout is an
 		// acknowledgement that the record is durable.

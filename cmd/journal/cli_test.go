@@ -242,7 +242,7 @@ func TestAppendStateRefusals(t *testing.T) {
 	// Fenced: a stale or future epoch writes nothing.
 	for _, e := range []string{"2", "7"} {
 		expect(t, cli(t, db, line(run, "Note", "")+line(run, "Note", ""), "append", "--epoch", e), exitFailure,
-			"fenced", "epoch "+e+" presented", "nothing of it was written")
+			"fenced", "epoch "+e+" presented", "was not written (none of it)")
 	}
 	if h := head(t, db, run); h.Seq != 1 {
 		t.Fatalf("fenced appends wrote: head %d", h.Seq)
