@@ -410,7 +410,8 @@ func runSlice(steps []func() (int, error), d time.Duration) (sliceResult, error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
+			// At least one step each, however late the goroutine starts.
+			for done := false; !done; done = !time.Now().Before(deadline) {
 				t0 := time.Now()
 				n, err := steps[i]()
 				if err != nil {
