@@ -60,10 +60,18 @@ fixed at creation; the default is a fresh "runseal/<ulid>".`,
 			if err := s.Close(); err != nil {
 				return fmt.Errorf("close journal: %w", err)
 			}
-			if asJSON {
-				return writeJSON(a.stdout, map[string]string{"path": abs, "tenant": a.tenant, "origin": o})
+			keyPath, err := filepath.Abs(a.keyPath())
+			if err != nil {
+				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "created journal at %s (origin %s)\n", abs, o)
+			vkey, err := createKey(keyPath, o)
+			if err != nil {
+				return fmt.Errorf("journal created at %s, but its log key was not: %w", abs, err)
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]string{"path": abs, "tenant": a.tenant, "origin": o, "key": keyPath, "vkey": vkey})
+			}
+			_, err = fmt.Fprintf(a.stdout, "created journal at %s (origin %s)\nlog key (private, mode 0600) at %s\nverifier key: %s\n", abs, o, keyPath, vkey)
 			return err
 		}),
 	}

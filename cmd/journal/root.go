@@ -59,6 +59,7 @@ type app struct {
 	log            *slog.Logger
 
 	db       string // --db
+	key      string // --key
 	tenant   string // --tenant
 	logLevel string // --log-level
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
@@ -145,6 +146,7 @@ func (a *app) newRoot() *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
+	pf.StringVar(&a.key, "key", "", "the log's private note key file (default $"+envKey+", else the journal path + \".key\")")
 	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
 	pf.BoolVar(&a.peakRSS, "peak-rss", false, "print this process's peak RSS to stderr on exit")
@@ -160,6 +162,9 @@ func (a *app) newRoot() *cobra.Command {
 		a.sealCmd(),
 		a.cancelCmd(),
 		a.benchCmd(),
+		a.keyCmd(),
+		a.checkpointCmd(),
+		a.proofCmd(),
 	)
 	return root
 }

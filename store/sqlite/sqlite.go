@@ -65,7 +65,10 @@ type Store struct {
 	done      chan struct{}
 }
 
-var _ store.Journal = (*Store)(nil)
+var (
+	_ store.Journal         = (*Store)(nil)
+	_ store.CheckpointStore = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the journal file at path.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -207,6 +210,9 @@ CREATE TABLE IF NOT EXISTS cancellations(
 	reason TEXT NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS logs(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signed_checkpoints(
+	tenant TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL, note BLOB NOT NULL, signed_at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_nodes(
 	tenant TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
 	PRIMARY KEY(tenant, level, idx)) STRICT, WITHOUT ROWID;
