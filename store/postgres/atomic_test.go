@@ -17,8 +17,8 @@ import (
 func memberTable(t *testing.T) string {
 	t.Helper()
 	name := "public.member_" + strings.ToLower(freshTenant()[1:14])
-	exec(t, `CREATE TABLE `+name+`(id text PRIMARY KEY, amount int NOT NULL)`)
-	t.Cleanup(func() { exec(t, `DROP TABLE IF EXISTS `+name) })
+	sqlExec(t, `CREATE TABLE `+name+`(id text PRIMARY KEY, amount int NOT NULL)`)
+	t.Cleanup(func() { sqlExec(t, `DROP TABLE IF EXISTS `+name) })
 	return name
 }
 

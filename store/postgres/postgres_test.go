@@ -28,9 +28,9 @@ func effect(run store.RunID, key string) store.Append {
 	return store.Append{Run: run, Kind: store.KindEffectStarted, EffectKey: &k}
 }
 
-// exec runs SQL behind the store's back, as an attacker or an operator
+// sqlExec runs SQL behind the store's back, as an attacker or an operator
 // with database access would.
-func exec(t *testing.T, sql string, args ...any) int64 {
+func sqlExec(t *testing.T, sql string, args ...any) int64 {
 	t.Helper()
 	tag, err := testPool(t).Exec(context.Background(), sql, args...)
 	if err != nil {
@@ -67,7 +67,7 @@ func TestTamperedRecordIsCorrupt(t *testing.T) {
 	if _, err := s.Append(ctx, 1, []store.Append{note(run, "a"), note(run, "b"), note(run, "c")}); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, `UPDATE runseal_test.records SET raw = convert_to(replace(convert_from(raw, 'UTF8'), '"b"', '"B"'), 'UTF8') WHERE tenant = $1 AND seq = 2`, s.Tenant())
+	sqlExec(t, `UPDATE runseal_test.records SET raw = convert_to(replace(convert_from(raw, 'UTF8'), '"b"', '"B"'), 'UTF8') WHERE tenant = $1 AND seq = 2`, s.Tenant())
 	var c *store.CorruptError
 	if _, err := s.Read(ctx, run, 1); !errors.As(err, &c) || c.Seq != 2 {
 		t.Fatalf("Read of tampered run: %v", err)
@@ -84,7 +84,7 @@ func TestDeletedRecordIsCorrupt(t *testing.T) {
 	if _, err := s.Append(ctx, 1, []store.Append{note(run, "a"), note(run, "b"), note(run, "c")}); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, `DELETE FROM runseal_test.records WHERE tenant = $1 AND seq = 3`, s.Tenant())
+	sqlExec(t, `DELETE FROM runseal_test.records WHERE tenant = $1 AND seq = 3`, s.Tenant())
 	var c *store.CorruptError
 	if _, err := s.Verify(ctx, run); !errors.As(err, &c) {
 		t.Fatalf("Verify of truncated run: %v", err)
@@ -92,7 +92,7 @@ func TestDeletedRecordIsCorrupt(t *testing.T) {
 	if _, err := s.Read(ctx, run, 1); !errors.As(err, &c) {
 		t.Fatalf("Read of truncated run: %v", err)
 	}
-	exec(t, `DELETE FROM runseal_test.records WHERE tenant = $1 AND seq = 2`, s.Tenant())
+	sqlExec(t, `DELETE FROM runseal_test.records WHERE tenant = $1 AND seq = 2`, s.Tenant())
 	if _, err := s.ReadPage(ctx, run, 1, 5); !errors.As(err, &c) {
 		t.Fatalf("ReadPage across a gap: %v", err)
 	}
@@ -105,7 +105,7 @@ func TestUnparseableStoredIDIsCorrupt(t *testing.T) {
 	if _, err := s.Append(ctx, 1, []store.Append{conclude(run, "quarantined")}); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, `UPDATE runseal_test.runs SET run = 'not-a-ulid' WHERE tenant = $1`, s.Tenant())
+	sqlExec(t, `UPDATE runseal_test.runs SET run = 'not-a-ulid' WHERE tenant = $1`, s.Tenant())
 	var c *store.CorruptError
 	for name, call := range map[string]func() error{
 		"RunsByOutcome": func() error { _, err := s.RunsByOutcome(ctx, "quarantined", 10); return err },
@@ -165,7 +165,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 func TestOriginFixedAtCreation(t *testing.T) {
 	ctx := context.Background()
 	schema := "runseal_o" + strings.ToLower(freshTenant()[1:12])
-	t.Cleanup(func() { exec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
+	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
 	s := openStore(t, Options{Schema: schema, Origin: "example.com/log"})
 	if s.Origin() != "example.com/log/"+s.Tenant() {
 		t.Fatalf("origin %q", s.Origin())
@@ -190,7 +190,7 @@ func TestOriginFixedAtCreation(t *testing.T) {
 func TestSchemaMigrations(t *testing.T) {
 	ctx := context.Background()
 	schema := "runseal_m" + strings.ToLower(freshTenant()[1:12])
-	t.Cleanup(func() { exec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
+	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
 	// Processes opening a fresh database together: one migrates, all agree.
 	var wg sync.WaitGroup
 	origins := make([]string, 8)
@@ -217,7 +217,7 @@ func TestSchemaMigrations(t *testing.T) {
 	if err := testPool(t).QueryRow(ctx, `SELECT count(*) FROM `+schema+`.migrations`).Scan(&versions); err != nil || versions != SchemaVersion {
 		t.Fatalf("migrations recorded %d times (%v), want %d", versions, err, SchemaVersion)
 	}
-	exec(t, `INSERT INTO `+schema+`.migrations(version, description) VALUES($1, 'from the future')`, SchemaVersion+1)
+	sqlExec(t, `INSERT INTO `+schema+`.migrations(version, description) VALUES($1, 'from the future')`, SchemaVersion+1)
 	_, err := New(ctx, testPool(t), Options{Schema: schema})
 	var tn *SchemaTooNewError
 	if !errors.As(err, &tn) || tn.Have != SchemaVersion+1 || !strings.Contains(err.Error(), "newer") {
