@@ -104,26 +104,10 @@ func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.App
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Record
-	err = s.write(ctx, func() string { return "append to run " + run.String() }, func(x *session) error {
-		l, err := x.lockRun(ctx, run)
-		if err != nil {
-			return err
-		}
-		recs, wb, refused, err := s.prepareAppend(l, run, epoch, batch)
-		if err != nil {
-			return err
-		}
-		if err := x.commit(ctx, wb, refused); err != nil {
-			return s.explainRefusal(ctx, x, err)
-		}
-		out = recs
-		return nil
-	})
-	if err != nil {
+	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return s.enqueueAppend(ctx, run, epoch, batch)
 }
 
 // admissionTaken is the refusal of a claimed admission key before the

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +63,11 @@ type Options struct {
 	// caller's context is cancelled, so that the caller learns whether its
 	// write landed; past this bound the outcome is CommitUnknownError.
 	CommitTimeout time.Duration
+	// MaxGroup caps how many appends share one transaction; 64 when zero.
+	// 1 disables group commit.
+	MaxGroup int
+	// Committers is how many groups may be in flight at once; 4 when zero.
+	Committers int
 	// Logger receives operational logs; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -77,6 +83,11 @@ type Store struct {
 	commitTO time.Duration
 	log      *slog.Logger
 	closed   atomic.Bool
+
+	maxGroup   int
+	appends    chan *appendReq
+	stop       chan struct{}
+	committers sync.WaitGroup
 }
 
 var _ store.Journal = (*Store)(nil)
@@ -145,6 +156,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, fmt.Errorf("postgres journal: %w", err)
 	}
 	s.origin = origin
+	s.maxGroup = opts.MaxGroup
+	if s.maxGroup <= 0 {
+		s.maxGroup = 64
+	}
+	n := opts.Committers
+	if n <= 0 {
+		n = 4
+	}
+	s.startCommitters(n)
 	return s, nil
 }
 
@@ -154,6 +174,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// Appends already taken by a committer finish before the pool goes.
+	close(s.stop)
+	s.committers.Wait()
 	if s.ownsPool {
 		s.pool.Close()
 	}
