@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/internal/pgtest"
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
 
@@ -435,8 +436,59 @@ func checkActiveActive(t *testing.T, ctx context.Context, s *Store, runs []store
 			break
 		}
 	}
+	// Afterwards the log verifies: every sealed run is included under the
+	// checkpoint, and the checkpoint is the tree of exactly those leaves.
+	verifyLog(t, ctx, s, sealedRuns)
 	t.Logf("%d records in %d runs, %d sealed; events: %v", totalRecords, len(runs), len(sealedRuns), counts)
 	if counts["acquire"] == 0 || counts["append"] == 0 || counts["fenced"] == 0 || len(sealedRuns) == 0 {
 		t.Errorf("the race was too tame to prove anything: %v", counts)
+	}
+}
+
+// verifyLog checks the tenant's log against the sealed runs: the
+// checkpoint's size is their number, each run's inclusion proof verifies
+// against the checkpoint's root, and the log is consistent with its own
+// earlier sizes.
+func verifyLog(t *testing.T, ctx context.Context, s *Store, sealed []store.RunID) {
+	t.Helper()
+	cp, err := s.Checkpoint(ctx)
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	if cp.Size != uint64(len(sealed)) {
+		t.Fatalf("checkpoint size %d, %d runs sealed", cp.Size, len(sealed))
+	}
+	for _, r := range sealed {
+		inc, err := s.InclusionProof(ctx, r)
+		if err != nil || inc == nil {
+			t.Fatalf("inclusion proof of %s: %+v %v", r, inc, err)
+		}
+		hs := make([]log.Hash, len(inc.Proof))
+		for i, p := range inc.Proof {
+			hs[i] = log.Hash(p)
+		}
+		if err := log.VerifyInclusion(log.Hash(inc.Leaf), inc.Index, cp.Size, hs, log.Hash(cp.Root)); err != nil {
+			t.Fatalf("run %s is not in the log: %v", r, err)
+		}
+	}
+	for old := uint64(0); old <= cp.Size; old++ {
+		p, err := s.ConsistencyProof(ctx, old, cp.Size)
+		if err != nil {
+			t.Fatalf("consistency %d..%d: %v", old, cp.Size, err)
+		}
+		if old == 0 {
+			continue
+		}
+		oldRoot, err := log.Root(ctx, nodes{q: s.pool, tenant: s.tenant, sql: &s.q}, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := make([]log.Hash, len(p))
+		for i := range p {
+			hs[i] = log.Hash(p[i])
+		}
+		if err := log.VerifyConsistency(old, cp.Size, oldRoot, log.Hash(cp.Root), hs); err != nil {
+			t.Fatalf("log at %d is not consistent with %d: %v", old, cp.Size, err)
+		}
 	}
 }

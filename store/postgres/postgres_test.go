@@ -441,3 +441,36 @@ func TestLostCommitAcknowledgementIsCommitUnknown(t *testing.T) {
 		})
 	}
 }
+
+// TestAlteredLogNodeRefusesSeal: a seal extends the stored tree; if a node
+// it builds on was altered, the new nodes disagree with the stored ones at
+// some position, and the seal fails whole instead of committing a leaf
+// onto a forged tree.
+func TestAlteredLogNodeRefusesSeal(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Options{})
+	seal := func(i int) error {
+		run := store.NewRunID()
+		if _, err := s.Append(ctx, 1, []store.Append{note(run, fmt.Sprint(i)), conclude(run, "succeeded")}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Seal(ctx, run, 1, "succeeded")
+		return err
+	}
+	for i := 0; i < 3; i++ {
+		if err := seal(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Pre-plant the node the next seal completes (level 2, index 0), with
+	// a wrong hash.
+	sqlExec(t, `INSERT INTO runseal_test.log_nodes(tenant, level, idx, hash) VALUES($1, 2, 0, $2)`, s.Tenant(), make([]byte, 32))
+	err := seal(3)
+	var c *store.CorruptError
+	if !errors.As(err, &c) {
+		t.Fatalf("seal onto an altered log: %v, want CorruptError", err)
+	}
+	if cp, err := s.Checkpoint(ctx); err != nil || cp.Size != 3 {
+		t.Fatalf("after the refused seal: %+v %v, want size 3", cp, err)
+	}
+}

@@ -13,7 +13,8 @@ type queries struct {
 	insertRun, updateRun                                       string
 	updateLease, renewLease, releaseLease, abandoned           string
 	requestCancel, cancellation                                string
-	logNext, sealRun, logSize, readNodes, writeNode            string
+	logNext, sealRun, logSize, readNodes, writeNodes           string
+	caseRuns                                                   string
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
 	recent, recentAfter, recentFrom, recentFromAfter, runsByID string
@@ -69,7 +70,12 @@ func newQueries(schema string) queries {
 			WHERE tenant = $1 AND run = $2 AND sealed_outcome IS NULL AND head_hash = $5`),
 		logSize:   f(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0)`),
 		readNodes: f(`SELECT level, idx, hash FROM {S}.log_nodes WHERE tenant = $1 AND (level, idx) IN (SELECT * FROM unnest($2::int[], $3::bigint[]))`),
-		writeNode: f(`INSERT INTO {S}.log_nodes(tenant, level, idx, hash) VALUES($1, $2, $3, $4)`),
+		// A node rewritten with its own hash stays; with another hash the
+		// CASE yields NULL and the NOT NULL constraint fails the seal.
+		writeNodes: f(`INSERT INTO {S}.log_nodes AS n (tenant, level, idx, hash)
+			SELECT $1, l, i, h FROM unnest($2::int[], $3::bigint[], $4::bytea[]) AS t(l, i, h)
+			ON CONFLICT (tenant, level, idx) DO UPDATE SET hash = CASE WHEN n.hash = EXCLUDED.hash THEN n.hash END`),
+		caseRuns: f(`SELECT DISTINCT run FROM {S}.records WHERE tenant = $1 AND case_id = $2 AND run > $3 ORDER BY run LIMIT $4`),
 		head:      f(`SELECT head_seq, head_hash FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		records: f(`SELECT seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3
 			ORDER BY seq LIMIT $4`),

@@ -442,6 +442,22 @@ func (s *Store) CaseHistory(ctx context.Context, c store.CaseID, limit int) ([]s
 	return out, nil
 }
 
+// CaseRuns implements store.Journal.
+func (s *Store) CaseRuns(ctx context.Context, c store.CaseID, after *store.RunID, limit int) ([]store.RunID, error) {
+	if c.IsZero() {
+		return nil, &store.InvalidArgumentError{Field: "case", Detail: "is missing"}
+	}
+	if err := store.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	cursor := ""
+	if after != nil {
+		cursor = after.String()
+	}
+	out, err := s.listRuns(ctx, s.q.caseRuns, s.tenant, c.String(), cursor, limit)
+	return out, s.readErr("runs of case "+c.String(), err)
+}
+
 // WaitingRuns implements store.Journal.
 func (s *Store) WaitingRuns(ctx context.Context, limit int) ([]store.WaitingRun, error) {
 	if err := store.ValidateLimit(limit); err != nil {

@@ -168,6 +168,19 @@ func TestDatabaseRestartLosesNothingAcknowledged(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM runseal.runs WHERE tenant = 'default' AND log_index IS NOT NULL AND log_index < $1`, size).Scan(&indexed); err != nil || indexed != size {
 		t.Fatalf("log of size %d holds %d sealed runs (%v): a gap survived the crash", size, indexed, err)
 	}
+	var sealedRuns []store.RunID
+	rows, err := s.Pool().Query(ctx, `SELECT run FROM runseal.runs WHERE tenant = 'default' AND log_index IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		r, _ := store.ParseRunID(id)
+		sealedRuns = append(sealedRuns, r)
+	}
+	rows.Close()
+	verifyLog(t, ctx, s, sealedRuns)
 	t.Logf("after restart: %d acknowledged records in %d runs and %d seals all present; log size %d", total, len(acks), sealed, size)
 }
 

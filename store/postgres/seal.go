@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
 
@@ -69,10 +70,10 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 			return notWritten(fmt.Errorf("seal of run %s matched %d rows", run, tag.RowsAffected()))
 		}
 		b := &pgx.Batch{}
-		if err := s.appendLeaf(ctx, x, b, uint64(index), l.run.head.Hash); err != nil {
+		if err := s.appendLeaves(ctx, x, b, uint64(index), log.Hash(l.run.head.Hash)); err != nil {
 			return err
 		}
-		if err := x.commit(ctx, b, nil); err != nil {
+		if err := x.commit(ctx, b, func(_ int, err error) error { return nodeConflict(err) }); err != nil {
 			return err
 		}
 		leaf = l.run.head.Hash
