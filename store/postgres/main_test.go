@@ -77,3 +77,11 @@ func harness() storetest.Harness {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, harness())
 }
+
+// TestConformanceOneWritePerTransaction runs the suite again with group
+// commit off, so both extremes of group size are held to the contract.
+func TestConformanceOneWritePerTransaction(t *testing.T) {
+	storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
+		return openStore(tb, Options{MaxGroup: 1, Committers: 1}), storetest.SleepClock{}
+	}})
+}

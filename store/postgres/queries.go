@@ -76,7 +76,7 @@ func newQueries(schema string) queries {
 			SELECT $1, l, i, h FROM unnest($2::int[], $3::bigint[], $4::bytea[]) AS t(l, i, h)
 			ON CONFLICT (tenant, level, idx) DO UPDATE SET hash = CASE WHEN n.hash = EXCLUDED.hash THEN n.hash END`),
 		caseRuns: f(`SELECT DISTINCT run FROM {S}.records WHERE tenant = $1 AND case_id = $2 AND run > $3 ORDER BY run LIMIT $4`),
-		head:      f(`SELECT head_seq, head_hash FROM {S}.runs WHERE tenant = $1 AND run = $2`),
+		head:     f(`SELECT head_seq, head_hash FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		records: f(`SELECT seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3
 			ORDER BY seq LIMIT $4`),
 		verifyRun: f(`SELECT head_seq, head_hash, sealed_outcome, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2`),

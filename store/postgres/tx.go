@@ -220,8 +220,9 @@ func (s *Store) wrap(what func() string, err error) error {
 	}
 	var cu *store.CommitUnknownError
 	if errors.As(err, &cu) {
-		cu.Detail = what() + ": " + cu.Detail
-		return err
+		// A new value: one in-doubt group commit answers several callers
+		// with the same error.
+		return &store.CommitUnknownError{Detail: what() + ": " + cu.Detail, Err: cu.Err}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
