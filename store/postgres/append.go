@@ -44,29 +44,49 @@ type locked struct {
 // created as a placeholder if the run was never touched. What it returns
 // cannot change until the transaction ends.
 func (x *session) lockRun(ctx context.Context, run store.RunID) (locked, error) {
-	s, id := x.s, run.String()
+	ls, err := x.lockRuns(ctx, func(int) store.RunID { return run }, 1)
+	if err != nil {
+		return locked{}, err
+	}
+	return ls[0], nil
+}
+
+// lockRuns is lockRun for n runs in one transaction, in the order given,
+// which must be run-id order.
+func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n int) ([]locked, error) {
+	s := x.s
 	b := &pgx.Batch{}
-	b.Queue(s.q.placeholder, s.tenant, id)
-	b.Queue(s.q.lockLease, s.tenant, id)
-	b.Queue(s.q.runState, s.tenant, id)
-	var l locked
+	for i := 0; i < n; i++ {
+		id := run(i).String()
+		b.Queue(s.q.placeholder, s.tenant, id)
+		b.Queue(s.q.lockLease, s.tenant, id)
+		b.Queue(s.q.runState, s.tenant, id)
+	}
+	locks := make([]locked, n)
 	err := x.lock(ctx, b, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return err
+		for i := range locks {
+			r := run(i)
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			var epoch int64
+			l := &locks[i]
+			if err := br.QueryRow().Scan(&l.lease.owner, &epoch, &l.lease.expires, &l.lease.released, &l.lease.now); err != nil {
+				return fmt.Errorf("lock run %s: %w", r, err)
+			}
+			if epoch < 0 {
+				return &store.CorruptError{Run: r, Detail: "lease epoch is negative"}
+			}
+			l.lease.epoch = store.Epoch(epoch)
+			st, err := scanRunState(br.QueryRow(), r)
+			if err != nil {
+				return err
+			}
+			l.run = st
 		}
-		var epoch int64
-		if err := br.QueryRow().Scan(&l.lease.owner, &epoch, &l.lease.expires, &l.lease.released, &l.lease.now); err != nil {
-			return fmt.Errorf("lock run %s: %w", run, err)
-		}
-		if epoch < 0 {
-			return &store.CorruptError{Run: run, Detail: "lease epoch is negative"}
-		}
-		l.lease.epoch = store.Epoch(epoch)
-		st, err := scanRunState(br.QueryRow(), run)
-		l.run = st
-		return err
+		return nil
 	})
-	return l, err
+	return locks, err
 }
 
 func scanRunState(row pgx.Row, run store.RunID) (runState, error) {

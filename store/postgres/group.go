@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -39,11 +38,14 @@ type appendReq struct {
 // startCommitters starts the group committers; Close stops them.
 func (s *Store) startCommitters(n int) {
 	s.appends = make(chan *appendReq)
+	s.seals = make(chan *sealReq)
 	s.stop = make(chan struct{})
 	for i := 0; i < n; i++ {
 		s.committers.Add(1)
 		go s.committer()
 	}
+	s.committers.Add(1)
+	go s.sealCommitter()
 }
 
 // enqueueAppend hands an append to the committers and waits for its
@@ -147,36 +149,7 @@ func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
 		return failAll(pending, err)
 	}
 	defer x.close()
-	locks := make([]locked, len(pending))
-	b := &pgx.Batch{}
-	for _, r := range pending {
-		id := r.run.String()
-		b.Queue(s.q.placeholder, s.tenant, id)
-		b.Queue(s.q.lockLease, s.tenant, id)
-		b.Queue(s.q.runState, s.tenant, id)
-	}
-	err = x.lock(ctx, b, func(br pgx.BatchResults) error {
-		for i, r := range pending {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-			var epoch int64
-			l := &locks[i]
-			if err := br.QueryRow().Scan(&l.lease.owner, &epoch, &l.lease.expires, &l.lease.released, &l.lease.now); err != nil {
-				return fmt.Errorf("lock run %s: %w", r.run, err)
-			}
-			if epoch < 0 {
-				return &store.CorruptError{Run: r.run, Detail: "lease epoch is negative"}
-			}
-			l.lease.epoch = store.Epoch(epoch)
-			st, err := scanRunState(br.QueryRow(), r.run)
-			if err != nil {
-				return err
-			}
-			l.run = st
-		}
-		return nil
-	})
+	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].run }, len(pending))
 	if err != nil {
 		return failAll(pending, err)
 	}

@@ -86,6 +86,7 @@ type Store struct {
 
 	maxGroup   int
 	appends    chan *appendReq
+	seals      chan *sealReq
 	stop       chan struct{}
 	committers sync.WaitGroup
 }

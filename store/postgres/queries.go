@@ -61,11 +61,11 @@ func newQueries(schema string) queries {
 				SELECT $1, $2, $3, $4, $5, clock_timestamp() FROM r ON CONFLICT (tenant, run) DO NOTHING RETURNING 1)
 			SELECT EXISTS(SELECT 1 FROM r), EXISTS(SELECT 1 FROM ins)`),
 		cancellation: f(`SELECT actor, basis, reason, at FROM {S}.cancellations WHERE tenant = $1 AND run = $2`),
-		// Incrementing the tenant's row takes its lock until commit: seals of
-		// a tenant take indexes one at a time, and an aborted seal gives its
-		// index back with its rollback.
-		logNext: f(`INSERT INTO {S}.logs AS l (tenant, size) VALUES($1, 1)
-			ON CONFLICT (tenant) DO UPDATE SET size = l.size + 1 RETURNING size - 1`),
+		// Adding n to the tenant's row takes its lock until commit: groups of
+		// seals of a tenant take their runs of indexes one group at a time,
+		// and an aborted group gives its indexes back with its rollback.
+		logNext: f(`INSERT INTO {S}.logs AS l (tenant, size) VALUES($1, $2::bigint)
+			ON CONFLICT (tenant) DO UPDATE SET size = l.size + $2::bigint RETURNING size - $2::bigint`),
 		sealRun: f(`UPDATE {S}.runs SET sealed_outcome = $3, sealed_at = clock_timestamp(), log_index = $4, leaf = head_hash
 			WHERE tenant = $1 AND run = $2 AND sealed_outcome IS NULL AND head_hash = $5`),
 		logSize:   f(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0)`),
