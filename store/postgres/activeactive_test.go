@@ -288,7 +288,16 @@ func activeActiveRound(t *testing.T, dsn string) {
 	checkActiveActive(t, ctx, s, runs, events)
 }
 
-func checkActiveActive(t *testing.T, ctx context.Context, s *Store, runs []store.RunID, events []aaEvent) {
+// reporter is the part of testing.TB the checker uses, so that a
+// meta-test can prove the checker fails on a broken history.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+func checkActiveActive(t reporter, ctx context.Context, s *Store, runs []store.RunID, events []aaEvent) {
 	type runKey struct {
 		run   string
 		epoch uint64
@@ -400,7 +409,7 @@ func checkActiveActive(t *testing.T, ctx context.Context, s *Store, runs []store
 			t.Errorf("run %s: %d cancellation requests each told they were first: %v", id, len(cancelWinners[id]), cancelWinners[id])
 		}
 		if c, err := s.Cancellation(ctx, run); err != nil {
-			t.Fatal(err)
+			t.Fatalf("cancellation: %v", err)
 		} else if len(cancelWinners[id]) == 1 && (c == nil || c.Actor.Actor != cancelWinners[id][0]) {
 			t.Errorf("run %s: first asker %s, stored %+v", id, cancelWinners[id][0], c)
 		}
@@ -413,7 +422,7 @@ func checkActiveActive(t *testing.T, ctx context.Context, s *Store, runs []store
 	}
 	pos, err := s.LogPositions(ctx, runs)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("log positions: %v", err)
 	}
 	var idx []int
 	for i, p := range pos {
@@ -449,7 +458,7 @@ func checkActiveActive(t *testing.T, ctx context.Context, s *Store, runs []store
 // checkpoint's size is their number, each run's inclusion proof verifies
 // against the checkpoint's root, and the log is consistent with its own
 // earlier sizes.
-func verifyLog(t *testing.T, ctx context.Context, s *Store, sealed []store.RunID) {
+func verifyLog(t reporter, ctx context.Context, s *Store, sealed []store.RunID) {
 	t.Helper()
 	cp, err := s.Checkpoint(ctx)
 	if err != nil {
@@ -481,7 +490,7 @@ func verifyLog(t *testing.T, ctx context.Context, s *Store, sealed []store.RunID
 		}
 		oldRoot, err := log.Root(ctx, nodes{q: s.pool, tenant: s.tenant, sql: &s.q}, old)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("root at %d: %v", old, err)
 		}
 		hs := make([]log.Hash, len(p))
 		for i := range p {
@@ -490,5 +499,126 @@ func verifyLog(t *testing.T, ctx context.Context, s *Store, sealed []store.RunID
 		if err := log.VerifyConsistency(old, cp.Size, oldRoot, log.Hash(cp.Root), hs); err != nil {
 			t.Fatalf("log at %d is not consistent with %d: %v", old, cp.Size, err)
 		}
+	}
+}
+
+// recorder collects what the checker reports; Fatalf ends the check.
+type recorder struct{ errs []string }
+
+type stopCheck struct{}
+
+func (r *recorder) Helper()                      {}
+func (r *recorder) Logf(string, ...any)          {}
+func (r *recorder) Errorf(f string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(f, args...)) }
+func (r *recorder) Fatalf(f string, args ...any) { r.Errorf(f, args...); panic(stopCheck{}) }
+func (r *recorder) run(fn func(reporter)) (errs []string) {
+	defer func() {
+		if p := recover(); p != nil {
+			if _, ok := p.(stopCheck); !ok {
+				panic(p)
+			}
+		}
+		errs = r.errs
+	}()
+	fn(r)
+	return r.errs
+}
+
+// TestActiveActiveCheckerCatchesViolations proves the checker can fail:
+// histories that break each invariant it guards are reported.
+func TestActiveActiveCheckerCatchesViolations(t *testing.T) {
+	ctx := context.Background()
+	contains := func(errs []string, want string) bool {
+		for _, e := range errs {
+			if strings.Contains(e, want) {
+				return true
+			}
+		}
+		return false
+	}
+	check := func(s *Store, runs []store.RunID, events []aaEvent) []string {
+		return (&recorder{}).run(func(r reporter) { checkActiveActive(r, ctx, s, runs, events) })
+	}
+	appendEvent := func(owner string, epoch store.Epoch, recs []store.Record) aaEvent {
+		e := aaEvent{Op: "append", Run: recs[0].Run.String(), Owner: owner, Epoch: uint64(epoch)}
+		for _, r := range recs {
+			e.Seqs = append(e.Seqs, uint64(r.Seq))
+			e.Hashes = append(e.Hashes, r.Hash.String())
+		}
+		return e
+	}
+
+	// One epoch granted to two owners.
+	s := openStore(t, Options{})
+	run := store.NewRunID()
+	events := []aaEvent{
+		{Op: "acquire", Run: run.String(), Owner: "a", Epoch: 1},
+		{Op: "acquire", Run: run.String(), Owner: "b", Epoch: 1},
+	}
+	if errs := check(s, []store.RunID{run}, events); !contains(errs, "granted to both") {
+		t.Errorf("two owners of one epoch not caught: %v", errs)
+	}
+
+	// A fenced writer's append: epoch 1 after epoch 2 along the chain
+	// (written here without leases, which accept any epoch, to forge it).
+	s = openStore(t, Options{})
+	run = store.NewRunID()
+	r2, err := s.Append(ctx, 2, []store.Append{note(run, "new owner")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := s.Append(ctx, 1, []store.Append{note(run, "stale owner")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = []aaEvent{
+		{Op: "acquire", Run: run.String(), Owner: "a", Epoch: 1},
+		{Op: "acquire", Run: run.String(), Owner: "b", Epoch: 2},
+		appendEvent("b", 2, r2), appendEvent("a", 1, r1),
+	}
+	if errs := check(s, []store.RunID{run}, events); !contains(errs, "fenced writer") {
+		t.Errorf("an append after fencing not caught: %v", errs)
+	}
+
+	// A record nobody was acknowledged (a lost or phantom write), and an
+	// acknowledged record that is missing.
+	s = openStore(t, Options{})
+	run = store.NewRunID()
+	recs, err := s.Append(ctx, 1, []store.Append{note(run, "a"), note(run, "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = []aaEvent{{Op: "acquire", Run: run.String(), Owner: "a", Epoch: 1}, appendEvent("a", 1, recs[:1])}
+	if errs := check(s, []store.RunID{run}, events); !contains(errs, "acknowledged") {
+		t.Errorf("an unacknowledged record not caught: %v", errs)
+	}
+
+	// A duplicated effect (acknowledged twice) and a second first asker.
+	s = openStore(t, Options{})
+	run = store.NewRunID()
+	recs, err = s.Append(ctx, 1, []store.Append{note(run, "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, e2 := appendEvent("a", 1, recs), appendEvent("a", 1, recs)
+	e1.Effects, e2.Effects, e2.Seqs, e2.Hashes = []string{"charge"}, []string{"charge"}, nil, nil
+	events = []aaEvent{{Op: "acquire", Run: run.String(), Owner: "a", Epoch: 1}, e1, e2,
+		{Op: "cancel", Run: run.String(), Owner: "x", Created: true}, {Op: "cancel", Run: run.String(), Owner: "y", Created: true}}
+	errs := check(s, []store.RunID{run}, events)
+	if !contains(errs, "acknowledged as started 2 times") || !contains(errs, "each told they were first") {
+		t.Errorf("a duplicate effect or a second first asker not caught: %v", errs)
+	}
+
+	// A sealed run missing from the log.
+	s = openStore(t, Options{})
+	run = store.NewRunID()
+	recs, err = s.Append(ctx, 1, []store.Append{conclude(run, "succeeded")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = []aaEvent{{Op: "acquire", Run: run.String(), Owner: "a", Epoch: 1}, appendEvent("a", 1, recs),
+		{Op: "seal", Run: run.String(), Owner: "a", Epoch: 1, Leaf: recs[0].Hash.String()}}
+	if errs := check(s, []store.RunID{run}, events); !contains(errs, "log position") {
+		t.Errorf("an acknowledged seal missing from the log not caught: %v", errs)
 	}
 }
