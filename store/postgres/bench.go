@@ -72,9 +72,11 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 	}
 	defer pool.Close()
 	// Opening a store migrates the schema the ceiling table goes in.
-	if _, err := New(ctx, pool, Options{Schema: opts.Schema}); err != nil {
+	meta, err := New(ctx, pool, Options{Schema: opts.Schema})
+	if err != nil {
 		return nil, err
 	}
+	meta.Close()
 	qs := pgx.Identifier{opts.Schema}.Sanitize()
 	// The ceiling table has the columns of a record row and its primary key,
 	// and none of the journal's other indexes, locks or derived rows.
@@ -97,6 +99,7 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 		if err != nil {
 			return nil, err
 		}
+		defer s.Close()
 		runs := make([]store.RunID, conc)
 		epochs := make([]store.Epoch, conc)
 		for i := range runs {
@@ -152,6 +155,7 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 		if err != nil {
 			return nil, err
 		}
+		defer ss.Close()
 		total := max(200, 20*conc)
 		sealRuns := make([]store.RunID, total)
 		var next atomic.Int64
