@@ -641,4 +641,3 @@ func newHTTPServer(t testing.TB, h http.Handler) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
-
