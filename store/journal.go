@@ -120,6 +120,10 @@ type Journal interface {
 	// CaseHistory returns every record stamped with the case, whichever run
 	// wrote it, oldest first.
 	CaseHistory(ctx context.Context, c CaseID, limit int) ([]Record, error)
+	// CaseRuns lists the runs that wrote at least one record stamped with
+	// the case, by id ascending, strictly after after (nil: from the start);
+	// it is how a disclosure finds everything a case touched.
+	CaseRuns(ctx context.Context, c CaseID, after *RunID, limit int) ([]RunID, error)
 	// WaitingRuns lists runs whose last record is a suspension, soonest
 	// until first (suspensions with no until last).
 	WaitingRuns(ctx context.Context, limit int) ([]WaitingRun, error)

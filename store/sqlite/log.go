@@ -3,52 +3,231 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
+	"github.com/transparency-dev/merkle/compact"
 )
 
-// appendLeaf stores the leaf at index; the Merkle nodes arrive with the log
-// package.
-func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, index uint64, leaf store.Digest) error {
-	_ = ctx
-	_ = tx
-	_ = index
-	_ = leaf
+// nodes is the Merkle log's node store for one tenant, read and written
+// inside whatever transaction q is, so a seal and its leaf commit together.
+type nodes struct {
+	q      querier
+	exec   func(ctx context.Context, query string, args ...any) (sql.Result, error)
+	tenant string
+}
+
+// ReadNodes implements log.NodeReader.
+func (n nodes) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
+	out := make([]log.Hash, len(ids))
+	for i, id := range ids {
+		var h []byte
+		err := n.q.QueryRowContext(ctx, `SELECT hash FROM log_nodes WHERE tenant=? AND level=? AND idx=?`, n.tenant, int64(id.Level), int64(id.Index)).Scan(&h)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &log.NodeNotFoundError{ID: id}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read log node: %w", err)
+		}
+		if len(h) != 32 {
+			return nil, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is %d bytes", id.Level, id.Index, len(h))}
+		}
+		out[i] = log.Hash(h)
+	}
+	return out, nil
+}
+
+// WriteNodes implements log.NodeWriter: rewriting a node with its own hash
+// is harmless, with another hash a conflict.
+func (n nodes) WriteNodes(ctx context.Context, ns []log.Node) error {
+	for _, nd := range ns {
+		res, err := n.exec(ctx, `INSERT INTO log_nodes(tenant, level, idx, hash) VALUES(?,?,?,?) ON CONFLICT DO NOTHING`,
+			n.tenant, int64(nd.ID.Level), int64(nd.ID.Index), nd.Hash[:])
+		if err != nil {
+			return fmt.Errorf("write log node: %w", err)
+		}
+		if k, _ := res.RowsAffected(); k == 1 {
+			continue
+		}
+		have, err := n.ReadNodes(ctx, []compact.NodeID{nd.ID})
+		if err != nil {
+			return err
+		}
+		if have[0] != nd.Hash {
+			return &log.NodeConflictError{ID: nd.ID, Stored: have[0], Written: nd.Hash}
+		}
+	}
 	return nil
+}
+
+// appendLeaf adds leaf at index to the tenant's tree inside tx.
+func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, index uint64, leaf store.Digest) error {
+	w := nodes{q: tx, exec: tx.ExecContext, tenant: s.tenant}
+	if _, err := log.Append(ctx, w, index, log.Hash(leaf)); err != nil {
+		return fmt.Errorf("append leaf %d: %w", index, err)
+	}
+	return nil
+}
+
+// readTx runs fn in one read snapshot.
+func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func (s *Store) reader(tx *sql.Tx) nodes { return nodes{q: tx, tenant: s.tenant} }
+
+func digests(hs []log.Hash) []store.Digest {
+	out := make([]store.Digest, len(hs))
+	for i, h := range hs {
+		out[i] = store.Digest(h)
+	}
+	return out
 }
 
 // Checkpoint implements store.Journal.
 func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
-	return store.Checkpoint{}, fmt.Errorf("checkpoint: %w", store.ErrNotSupported)
+	var cp store.Checkpoint
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		size, err := s.logSize(ctx, tx)
+		if err != nil {
+			return err
+		}
+		root, err := log.Root(ctx, s.reader(tx), size)
+		if err != nil {
+			return fmt.Errorf("log root at %d: %w", size, err)
+		}
+		cp = store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}
+		return nil
+	})
+	return cp, err
+}
+
+func sizeError(field string, n, size uint64) error {
+	return &store.InvalidArgumentError{Field: field, Detail: fmt.Sprintf("%d is beyond the log's %d leaves", n, size)}
 }
 
 // ConsistencyProof implements store.Journal.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
-	return nil, fmt.Errorf("consistency proof: %w", store.ErrNotSupported)
+	if oldSize > newSize {
+		return nil, &store.InvalidArgumentError{Field: "old_size", Detail: fmt.Sprintf("%d is above the new size %d", oldSize, newSize)}
+	}
+	var out []store.Digest
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		size, err := s.logSize(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if newSize > size {
+			return sizeError("new_size", newSize, size)
+		}
+		p, err := log.ConsistencyProof(ctx, s.reader(tx), oldSize, newSize)
+		if err != nil {
+			return fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
+		}
+		out = digests(p)
+		return nil
+	})
+	return out, err
 }
 
 // InclusionProof implements store.Journal.
 func (s *Store) InclusionProof(ctx context.Context, run store.RunID) (*store.Inclusion, error) {
-	return nil, fmt.Errorf("inclusion proof: %w", store.ErrNotSupported)
+	return s.inclusion(ctx, run, nil)
 }
 
-// InclusionProofAt implements store.Journal.
+// InclusionProofAt implements store.Journal; the log holds every completed
+// subtree, so it answers at any past size.
 func (s *Store) InclusionProofAt(ctx context.Context, run store.RunID, size uint64) (*store.Inclusion, error) {
-	return nil, fmt.Errorf("inclusion proof: %w", store.ErrNotSupported)
+	return s.inclusion(ctx, run, &size)
 }
 
-// LogPositions implements store.Journal.
+func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*store.Inclusion, error) {
+	var out *store.Inclusion
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		size, err := s.logSize(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if at != nil {
+			if *at > size {
+				return sizeError("size", *at, size)
+			}
+			size = *at
+		}
+		st, err := s.loadRun(ctx, tx, run)
+		if err != nil {
+			return err
+		}
+		if !st.logIndex.Valid || uint64(st.logIndex.Int64) >= size {
+			return nil
+		}
+		index := uint64(st.logIndex.Int64)
+		p, err := log.InclusionProof(ctx, s.reader(tx), index, size)
+		if err != nil {
+			return fmt.Errorf("inclusion proof of run %s: %w", run, err)
+		}
+		out = &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(st.leaf), Proof: digests(p)}
+		return nil
+	})
+	return out, err
+}
+
+// LogPositions implements store.Journal, in one read snapshot with one query
+// per few hundred runs.
 func (s *Store) LogPositions(ctx context.Context, runs []store.RunID) ([]*store.Position, error) {
 	out := make([]*store.Position, len(runs))
-	for i, run := range runs {
-		st, err := s.loadRun(ctx, s.rdb, run)
-		if err != nil {
-			return nil, err
-		}
-		if st.logIndex.Valid {
-			out[i] = &store.Position{Index: uint64(st.logIndex.Int64), Leaf: store.Digest(st.leaf)}
-		}
+	where := map[store.RunID][]int{}
+	for i, r := range runs {
+		where[r] = append(where[r], i)
 	}
-	return out, nil
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		const chunk = 500
+		for lo := 0; lo < len(runs); lo += chunk {
+			hi := min(lo+chunk, len(runs))
+			args := []any{s.tenant}
+			for _, r := range runs[lo:hi] {
+				args = append(args, r.String())
+			}
+			rows, err := tx.QueryContext(ctx, `SELECT run, log_index, leaf FROM runs WHERE tenant=? AND log_index IS NOT NULL AND run IN (?`+
+				strings.Repeat(",?", hi-lo-1)+`)`, args...)
+			if err != nil {
+				return fmt.Errorf("log positions: %w", err)
+			}
+			for rows.Next() {
+				var id string
+				var idx int64
+				var leaf []byte
+				if err := rows.Scan(&id, &idx, &leaf); err != nil {
+					rows.Close()
+					return err
+				}
+				r, err := parseRun(id)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				if len(leaf) != 32 || idx < 0 {
+					rows.Close()
+					return &store.CorruptError{Run: r, Detail: "malformed log position"}
+				}
+				for _, i := range where[r] {
+					out[i] = &store.Position{Index: uint64(idx), Leaf: store.Digest(leaf)}
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
 }

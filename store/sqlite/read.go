@@ -321,6 +321,21 @@ func (s *Store) CaseHistory(ctx context.Context, c store.CaseID, limit int) ([]s
 	return out, rows.Err()
 }
 
+// CaseRuns implements store.Journal.
+func (s *Store) CaseRuns(ctx context.Context, c store.CaseID, after *store.RunID, limit int) ([]store.RunID, error) {
+	if c.IsZero() {
+		return nil, &store.InvalidArgumentError{Field: "case", Detail: "is missing"}
+	}
+	if err := store.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	cursor := ""
+	if after != nil {
+		cursor = after.String()
+	}
+	return s.listRuns(ctx, `SELECT DISTINCT run FROM records WHERE tenant=? AND case_id=? AND run > ? ORDER BY run LIMIT ?`, s.tenant, c.String(), cursor, limit)
+}
+
 // WaitingRuns implements store.Journal.
 func (s *Store) WaitingRuns(ctx context.Context, limit int) ([]store.WaitingRun, error) {
 	if err := store.ValidateLimit(limit); err != nil {

@@ -62,6 +62,7 @@ var checks = []check{
 	// case
 	{"case-history/selects-one-matter", checkCaseHistory},
 	{"case-history/bounded-oldest-first", checkCaseBounded},
+	{"case-history/runs-of-a-case", checkCaseRuns},
 	// read
 	{"read/starts-where-told", checkReadFrom},
 	{"read/page-is-bounded", checkReadPage},
@@ -89,6 +90,14 @@ var checks = []check{
 	{"bounds/limits-validated", checkLimits},
 	// tenancy
 	{"tenancy/tenant-named", checkTenant},
+	// log
+	{"log/empty-log", checkEmptyLog},
+	{"log/only-grows", checkLogOnlyGrows},
+	{"log/inclusion-at-past-sizes", checkInclusionAtPastSizes},
+	{"log/root-commits-to-sealed-runs", checkRootCommitsToSealedRuns},
+	{"log/sizes-beyond-the-log-refused", checkLogSizeBounds},
+	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
+	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
 }
 
 func checkGenesisHead(t *T) {
@@ -1221,4 +1230,30 @@ func checkTenant(t *T) {
 	if j.Tenant() == "" {
 		t.Errorf("Tenant() is empty; a store serves %q until told otherwise", store.DefaultTenant)
 	}
+}
+
+func checkCaseRuns(t *T) {
+	j, _ := t.Open()
+	c, other := store.NewCaseID(), store.NewCaseID()
+	var touched []store.RunID
+	for i := 0; i < 5; i++ {
+		r := store.NewRunID()
+		touched = append(touched, r)
+		t.append(j, 1, note(r, "unrelated"), store.Append{Run: r, Case: c, Kind: "Touched"}, store.Append{Run: r, Case: c, Kind: "Again"})
+	}
+	t.append(j, 1, store.Append{Run: store.NewRunID(), Case: other, Kind: "Elsewhere"})
+	var got []store.RunID
+	var after *store.RunID
+	for i := 0; i < 10; i++ {
+		page, err := j.CaseRuns(t.ctx, c, after, 2)
+		if err != nil {
+			t.Fatalf("CaseRuns: %v", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = &page[len(page)-1]
+	}
+	t.runs(got, touched...)
 }
