@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/log"
 )
 
 // Options configures a Witness. The zero value is valid.
@@ -264,7 +265,7 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 		w.keepEvidence(ctx, e, signed, req, EvidenceSplitView)
 		return nil, fmt.Errorf("%w: size %d", ErrSplitView, cp.Size)
 	}
-	if err := verifyConsistency(e.size, cp.Size, e.root, cp.Root, req.Proof); err != nil {
+	if err := log.VerifyConsistency(e.size, cp.Size, e.root, cp.Root, req.Proof); err != nil {
 		if e.size > 0 && cp.Size > e.size {
 			w.keepEvidence(ctx, e, signed, req, EvidenceBadProof)
 		}
