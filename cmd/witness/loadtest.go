@@ -38,7 +38,7 @@ serve": every answer is sent after its checkpoint is committed to disk. The
 generator shares the machine's cores with it.
 
 With --url, test a running witness instead: the simulated logs are registered
-in its state file (--db, $`+envDB+` or ./`+defaultDB+`), where they stay, so never
+in its state file (--db, $` + envDB + ` or ./` + defaultDB + `), where they stay, so never
 point this at a production witness; --witness-vkey lets the answers be
 verified.
 

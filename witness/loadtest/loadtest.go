@@ -230,10 +230,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// The witness under test.
 	var (
-		url       = cfg.URL
-		st        *witness.Store
-		wverifs   []note.Verifier
-		groups    *groupCounter
+		url     = cfg.URL
+		st      *witness.Store
+		wverifs []note.Verifier
+		groups  *groupCounter
 	)
 	if cfg.URL == "" {
 		rep.Witness = "in-process, over loopback HTTP"
