@@ -19,8 +19,8 @@ const (
 )
 
 // Handler returns the witness's HTTP API under prefix (empty, or a path
-// starting with "/" and not ending in "/"), the witness's submission and
-// monitoring prefix:
+// starting with "/", not ending in "/", of letters, digits and "-._~/"), the
+// witness's submission and monitoring prefix:
 //
 //	POST <prefix>/add-checkpoint           C2SP tlog-witness add-checkpoint
 //	GET  <prefix>/<origin hash>/checkpoint latest cosigned checkpoint of a log
@@ -28,8 +28,9 @@ const (
 // where <origin hash> is the lowercase hex SHA-256 of the log's origin.
 // Anything else is 404, or 405 for another method on these paths.
 func (w *Witness) Handler(prefix string) (http.Handler, error) {
-	if prefix != "" && (!strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") || strings.ContainsAny(prefix, "{}")) {
-		return nil, fmt.Errorf("witness: prefix %q must be empty or start with '/', not end with '/', and contain no '{' or '}'", prefix)
+	if prefix != "" && (!strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") || strings.Contains(prefix, "//") ||
+		strings.IndexFunc(prefix, func(r rune) bool { return !isPathRune(r) }) >= 0) {
+		return nil, fmt.Errorf("witness: prefix %q must be empty or start with '/', not end with '/', and hold only letters, digits and -._~/", prefix)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+prefix+"/add-checkpoint", w.serveAddCheckpoint)
@@ -119,6 +120,10 @@ func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request) {
 	// monitors polling through a CDN without hiding a fork for long.
 	h.Set("Cache-Control", "public, max-age=5")
 	rw.Write(cp)
+}
+
+func isPathRune(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._~/", r)
 }
 
 // isOriginHash reports whether s is 64 lowercase hexadecimal digits.

@@ -495,8 +495,10 @@ func TestPrefix(t *testing.T) {
 	if _, err := e.w.Handler("nope"); err == nil {
 		t.Error("prefix without a leading slash accepted")
 	}
-	if _, err := e.w.Handler("/a/"); err == nil {
-		t.Error("prefix with a trailing slash accepted")
+	for _, p := range []string{"/a/", "/a b", "/{x}", "/a//b", "/a?b"} {
+		if _, err := e.w.Handler(p); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
 	}
 	h, err := e.w.Handler("/tlog/w")
 	if err != nil {
