@@ -1,12 +1,18 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/checkpoint"
 )
 
 // TestRun runs a short load test against the in-process witness: every
@@ -38,5 +44,35 @@ func TestRun(t *testing.T) {
 	}
 	if rep.StoppedBecause == "" {
 		t.Error("no reason to stop")
+	}
+}
+
+// TestVerify checks that the generator's check of the witness's answers can
+// fail: a cosignature from another key, over another checkpoint, or
+// tampered is refused.
+func TestVerify(t *testing.T) {
+	skey, _, _ := checkpoint.GenerateCosignerKey(rand.Reader, "w.example")
+	c, _ := checkpoint.NewCosigner(skey)
+	other, _, _ := checkpoint.GenerateCosignerKey(rand.Reader, "w.example")
+	c2, _ := checkpoint.NewCosigner(other)
+	lskey, _, _ := checkpoint.GenerateLogKey(rand.Reader, "log.example")
+	ls, _ := checkpoint.NewSigner(lskey)
+	cp := checkpoint.Checkpoint{Origin: "log.example", Size: 3, Root: [32]byte{3}}
+	msg, _ := checkpoint.Sign(cp, ls)
+	d := &driver{verifiers: note.VerifierList(c.Verifier()), nverifiers: 1}
+	good, _ := checkpoint.SignatureLines(cp, c)
+	if !d.verify(msg, good) {
+		t.Fatal("valid cosignature refused")
+	}
+	wrongKey, _ := checkpoint.SignatureLines(cp, c2)
+	cp2 := cp
+	cp2.Size = 4
+	wrongCP, _ := checkpoint.SignatureLines(cp2, c)
+	tampered := bytes.Clone(good)
+	tampered[len(tampered)-3] ^= 1
+	for name, lines := range map[string][]byte{"other key": wrongKey, "other checkpoint": wrongCP, "tampered": tampered, "empty": nil} {
+		if d.verify(msg, lines) {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
