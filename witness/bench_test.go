@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 )
 
 // benchLogs prepares n logs, each with a chain of signed checkpoints 1, 2,
