@@ -175,3 +175,19 @@ func snippet(b []byte) string {
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
+
+// isSignatureLines reports whether b is one or more note signature lines,
+// each starting with an em dash and a space and ending in a newline.
+func isSignatureLines(b []byte) bool {
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		return false
+	}
+	for len(b) > 0 {
+		var l []byte
+		l, b, _ = bytes.Cut(b, []byte{'\n'})
+		if !bytes.HasPrefix(l, []byte("\u2014 ")) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,7 +1,6 @@
 package witness
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -304,12 +303,12 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 			return nil, err
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		case errors.Is(err, ErrUnavailable):
-			w.log.Error("witness: committing a checkpoint failed", "origin", origin, "size", cp.Size, "err", err)
-			return nil, err
 		}
 		w.log.Error("witness: committing a checkpoint failed", "origin", origin, "size", cp.Size, "err", err)
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		if !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		return nil, err
 	}
 	e.size, e.root = cp.Size, cp.Root
 	w.metrics.observeCosigned(origin, cp.Size, now)
@@ -423,20 +422,4 @@ func (e *logEntry) reserve(now time.Time) time.Duration {
 // witness never cosigned that log.
 func (w *Witness) LatestCheckpoint(ctx context.Context, originHash string) ([]byte, error) {
 	return w.store.LatestCheckpoint(ctx, originHash)
-}
-
-// isSignatureLines reports whether b is one or more note signature lines,
-// each starting with an em dash and a space and ending in a newline.
-func isSignatureLines(b []byte) bool {
-	if len(b) == 0 || b[len(b)-1] != '\n' {
-		return false
-	}
-	for len(b) > 0 {
-		var l []byte
-		l, b, _ = bytes.Cut(b, []byte{'\n'})
-		if !bytes.HasPrefix(l, []byte("\u2014 ")) {
-			return false
-		}
-	}
-	return true
 }
