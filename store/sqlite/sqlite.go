@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -55,6 +56,8 @@ type Store struct {
 	now    func() time.Time
 	log    *slog.Logger
 
+	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
+	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
 	ops       chan *op
 	maxGroup  int
 	closeOnce sync.Once
@@ -114,6 +117,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.maxGroup <= 0 {
 		s.maxGroup = 256
 	}
+	if err := s.prepareHot(ctx); err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
 	go s.writer()
 	return s, nil
 }
@@ -137,7 +145,7 @@ func ValidateTenant(t string) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.done
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	return errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
 }
 
 // Tenant implements store.Journal.
