@@ -29,11 +29,22 @@ func TestRun(t *testing.T) {
 	}
 	b, _ := json.Marshal(rep)
 	t.Logf("%s", b)
-	if len(rep.Steps) != 2 || rep.Requests == 0 || len(rep.ErrorsByStatus) != 0 {
+	// How far the run gets depends on what else the machine is doing; the
+	// mechanics do not.
+	if len(rep.Steps) == 0 || rep.Requests == 0 || len(rep.ErrorsByStatus) != 0 {
 		t.Fatalf("report: %s", b)
 	}
-	if rep.SustainedQPS <= 0 || rep.P50Ms <= 0 || rep.P99Ms < rep.P50Ms {
-		t.Errorf("sustained %v p50 %v p99 %v", rep.SustainedQPS, rep.P50Ms, rep.P99Ms)
+	best := 0.0
+	for _, s := range rep.Steps {
+		if s.Requests == 0 || s.P99Ms < s.P50Ms {
+			t.Errorf("step %+v", s)
+		}
+		if s.Pass {
+			best = max(best, s.AchievedQPS)
+		}
+	}
+	if rep.SustainedQPS != best {
+		t.Errorf("sustained %v, want the best passing step's %v", rep.SustainedQPS, best)
 	}
 	c := rep.Ceilings
 	if c.Ed25519SignVerifyPerSec <= 0 || c.Ed25519SignPerSec <= 0 || c.Ed25519VerifyPerSec <= 0 || c.CryptoBoundQPS <= 0 || c.SQLiteCommitsPerSec <= 0 {
