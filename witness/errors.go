@@ -85,7 +85,7 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // A RateLimitError is the 429 answer: the log used up its quota. It
 // unwraps to ErrRateLimited.
 type RateLimitError struct {
-	Origin     string
+	Origin     string        // the log over its quota
 	RetryAfter time.Duration // when a request would be allowed again
 }
 
@@ -104,7 +104,7 @@ func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
 // 503, ErrUnexpectedResponse otherwise). A 409 that carries the witness's
 // size is a *ConflictError instead.
 type StatusError struct {
-	StatusCode int
+	StatusCode int // the HTTP status of the answer
 	// Body is the start of the response body, for diagnostics only.
 	Body string
 	// RetryAfter is the Retry-After header of a 429 or 503, zero if absent.

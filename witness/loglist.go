@@ -21,8 +21,8 @@ var ErrMalformedLogList = errors.New("malformed log list")
 // A LogListError says where a log list departs from the format. It unwraps
 // to ErrMalformedLogList.
 type LogListError struct {
-	Line   int
-	Reason string
+	Line   int    // 1-based line of the list; 0 if not tied to a line
+	Reason string // what is wrong, in a few words
 }
 
 // Error formats the error as "malformed log list: line <n>: <reason>".
@@ -38,8 +38,8 @@ type ListedLog struct {
 	Origin  string // the vkey's name unless the entry gives an origin
 	VKey    string // the log's note verifier key, plain Ed25519
 	QPD     int64  // add-checkpoint requests per day
-	Contact string
-	Line    int // line of the entry's vkey, for messages
+	Contact string // free text to reach the log's operator
+	Line    int    // line of the entry's vkey, for messages
 }
 
 // ParseLogList parses a log list in the witness-network format
@@ -164,7 +164,7 @@ func ParseLogList(data []byte) ([]ListedLog, error) {
 // A KeyChange is a log whose listed key differs from the keys the witness
 // has for it.
 type KeyChange struct {
-	Origin string
+	Origin string   // the log
 	Have   []string // the witness's keys
 	Listed string   // the list's key
 }
@@ -172,7 +172,7 @@ type KeyChange struct {
 // A KeyChangeError refuses an import that would change known logs' keys.
 // It unwraps to ErrKeyChange.
 type KeyChangeError struct {
-	Changes []KeyChange
+	Changes []KeyChange // every listed log whose keys would change
 }
 
 // Error names the logs whose keys would change.

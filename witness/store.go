@@ -477,9 +477,9 @@ func DefaultBurst(qpd int64) int64 {
 // latest checkpoint it cosigned.
 type LogInfo struct {
 	LogConfig
-	// Size and Root are the latest checkpoint cosigned: size 0 and the
-	// empty root for a log never cosigned.
+	// Size is the size of the latest checkpoint cosigned, 0 if none.
 	Size uint64
+	// Root is the root of that checkpoint, the empty root if none.
 	Root [32]byte
 	// CosignedAt is the timestamp of that cosignature; zero if never.
 	CosignedAt time.Time
@@ -900,18 +900,18 @@ const (
 // is inconsistent with what the witness had cosigned, kept for the
 // operator. Identical submissions are kept once, with a count.
 type Evidence struct {
-	Origin    string
-	Kind      string   // EvidenceSplitView or EvidenceBadProof
-	Size      uint64   // the refused checkpoint's size
-	Root      [32]byte // and root
-	Note      []byte   // the refused note, with only the log signatures that verified
-	KnownSize uint64   // what the witness held when it refused
-	KnownRoot [32]byte
+	Origin    string     // the log
+	Kind      string     // EvidenceSplitView or EvidenceBadProof
+	Size      uint64     // the refused checkpoint's size
+	Root      [32]byte   // and root
+	Note      []byte     // the refused note, with only the log signatures that verified
+	KnownSize uint64     // what the witness held when it refused
+	KnownRoot [32]byte   // and the root it held
 	KnownNote []byte     // the note the witness had cosigned at KnownSize; nil if it had cosigned nothing
 	Proof     [][32]byte // the proof that failed, for EvidenceBadProof
-	FirstSeen time.Time
-	LastSeen  time.Time
-	Count     int64 // how many times it was submitted
+	FirstSeen time.Time  // when it was first submitted
+	LastSeen  time.Time  // and last
+	Count     int64      // how many times it was submitted
 }
 
 // recordEvidence stores ev durably, or counts one more sighting of it. It

@@ -122,45 +122,45 @@ func (c *Config) defaults() {
 
 // A Report is the result of a load test, ready to print as JSON.
 type Report struct {
-	Witness    string `json:"witness"`
-	Durability string `json:"durability"`
-	Logs       int    `json:"logs"`
-	CPUs       int    `json:"cpus"`
-	Go         string `json:"go"`
+	Witness    string `json:"witness"`    // "in-process, over loopback HTTP" or the tested URL
+	Durability string `json:"durability"` // what an answer promises about the disk
+	Logs       int    `json:"logs"`       // simulated logs
+	CPUs       int    `json:"cpus"`       // GOMAXPROCS of the run
+	Go         string `json:"go"`         // Go version
 	// LoadBefore and LoadAfter are the machine's 1-minute load average
 	// when the run started and ended (Linux only): a load above the CPU
 	// count means other work shared the machine and every figure is low.
 	LoadBefore float64 `json:"load_avg_1m_before,omitempty"`
 	LoadAfter  float64 `json:"load_avg_1m_after,omitempty"`
-	BoundP99Ms float64 `json:"latency_bound_p99_ms"`
+	BoundP99Ms float64 `json:"latency_bound_p99_ms"` // the latency bound of the run
 	// SustainedQPS is the highest rate of cosigned answers of a step that
 	// kept p99 within the bound, reached 90% of its target rate, and had
 	// at most 1% errors; P50Ms and P99Ms are that step's.
 	SustainedQPS float64 `json:"sustained_qps"`
-	P50Ms        float64 `json:"p50_ms"`
-	P99Ms        float64 `json:"p99_ms"`
+	P50Ms        float64 `json:"p50_ms"` // median latency at the sustained step
+	P99Ms        float64 `json:"p99_ms"` // 99th percentile latency at the sustained step
 	// ErrorsByStatus counts the answers other than 200 over the whole
 	// run, by HTTP status ("transport" for no answer, "bad_cosignature"
 	// for a 200 whose cosignature did not verify).
 	ErrorsByStatus map[string]int64 `json:"errors_by_status"`
-	Requests       int64            `json:"requests"`
-	StoppedBecause string           `json:"stopped_because"`
-	Steps          []Step           `json:"steps"`
-	Ceilings       Ceilings         `json:"ceilings"`
+	Requests       int64            `json:"requests"`        // answered within their step, all steps
+	StoppedBecause string           `json:"stopped_because"` // why the escalation ended
+	Steps          []Step           `json:"steps"`           // every step, in order
+	Ceilings       Ceilings         `json:"ceilings"`        // the machine, measured before the steps
 	// Commit reports the in-process witness's group commit.
 	Commit *CommitStats `json:"commit,omitempty"`
 }
 
 // A Step is one rate of the escalation.
 type Step struct {
-	TargetQPS   float64          `json:"target_qps"`
-	AchievedQPS float64          `json:"achieved_qps"`
-	Requests    int64            `json:"requests"`
-	P50Ms       float64          `json:"p50_ms"`
-	P99Ms       float64          `json:"p99_ms"`
-	MaxMs       float64          `json:"max_ms"`
-	Errors      map[string]int64 `json:"errors,omitempty"`
-	Pass        bool             `json:"pass"`
+	TargetQPS   float64          `json:"target_qps"`       // the rate asked for
+	AchievedQPS float64          `json:"achieved_qps"`     // cosigned answers per second
+	Requests    int64            `json:"requests"`         // answered within the step
+	P50Ms       float64          `json:"p50_ms"`           // median latency of the 200 answers
+	P99Ms       float64          `json:"p99_ms"`           // 99th percentile; -1 if none
+	MaxMs       float64          `json:"max_ms"`           // slowest 200 answer
+	Errors      map[string]int64 `json:"errors,omitempty"` // other answers by status
+	Pass        bool             `json:"pass"`             // within the bound, 90% of the target, ≤1% errors
 }
 
 // Ceilings are the machine's limits measured in the same run.
@@ -169,8 +169,8 @@ type Ceilings struct {
 	// cores: the witness needs one pair per request (verify the log's
 	// signature, sign the cosignature).
 	Ed25519SignVerifyPerSec float64 `json:"ed25519_sign_verify_per_sec"`
-	Ed25519SignPerSec       float64 `json:"ed25519_sign_per_sec"`
-	Ed25519VerifyPerSec     float64 `json:"ed25519_verify_per_sec"`
+	Ed25519SignPerSec       float64 `json:"ed25519_sign_per_sec"`   // signatures per second, all cores
+	Ed25519VerifyPerSec     float64 `json:"ed25519_verify_per_sec"` // verifications per second, all cores
 	// CryptoBoundQPS is the request rate at which this machine would do
 	// nothing but Ed25519, counting the generator's work too when the
 	// witness runs in this process: a log signature, a verification of it
@@ -182,17 +182,17 @@ type Ceilings struct {
 	// latencies of those commits are the floor and the tail of any durable
 	// answer on this disk.
 	SQLiteCommitsPerSec float64 `json:"sqlite_single_commits_per_sec"`
-	SQLiteCommitP50Ms   float64 `json:"sqlite_single_commit_p50_ms"`
-	SQLiteCommitP99Ms   float64 `json:"sqlite_single_commit_p99_ms"`
-	SQLiteCommitMaxMs   float64 `json:"sqlite_single_commit_max_ms"`
+	SQLiteCommitP50Ms   float64 `json:"sqlite_single_commit_p50_ms"` // median single commit
+	SQLiteCommitP99Ms   float64 `json:"sqlite_single_commit_p99_ms"` // 99th percentile single commit
+	SQLiteCommitMaxMs   float64 `json:"sqlite_single_commit_max_ms"` // slowest single commit
 }
 
 // CommitStats describes the group commit of an in-process witness.
 type CommitStats struct {
-	Transactions   uint64  `json:"transactions"`
-	AvgGroup       float64 `json:"avg_writes_per_transaction"`
-	CommitsPerSec  float64 `json:"transactions_per_sec_at_sustained"`
-	SustainedGroup float64 `json:"avg_writes_per_transaction_at_sustained"`
+	Transactions   uint64  `json:"transactions"`                            // over the whole run
+	AvgGroup       float64 `json:"avg_writes_per_transaction"`              // over the whole run
+	CommitsPerSec  float64 `json:"transactions_per_sec_at_sustained"`       // during the sustained step
+	SustainedGroup float64 `json:"avg_writes_per_transaction_at_sustained"` // during the sustained step
 }
 
 // Run measures the ceilings, then drives the witness step by step until a
