@@ -165,6 +165,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.keyCmd(),
 		a.checkpointCmd(),
 		a.proofCmd(),
+		a.studyCmd(),
 	)
 	return root
 }
