@@ -10,7 +10,7 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// The record kinds JournalStorage writes. spec/lifecycle.md section 15
+// The record kinds JournalStorage writes. spec/lifecycle.md section 14.4
 // lists their fields. A kind written in the study run is the commit point
 // of its transition; the same kind in a trial run, carrying "authority", is
 // the trial's mirror of it, a pure function of the study run's record.
