@@ -78,7 +78,7 @@ func NewJournalStorage(j store.Journal) (*JournalStorage, error) {
 	return &JournalStorage{j: j, studies: map[StudyID]*jstudy{}, trialStudy: map[TrialID]StudyID{}}, nil
 }
 
-// maxEpochDigits is the widest epoch, used to size a record before the
+// maxEpoch is the widest epoch, used to size a record before the
 // epoch it is written under is known.
 const maxEpoch = store.Epoch(1 << 62)
 

@@ -339,7 +339,7 @@ func (v *jview) await(t *jtrial, r store.Record, epoch, released store.Epoch, mi
 	return nil
 }
 
-// checkStudyWrites checks that a record's study-scope blobs were written by
+// applyStudyStates checks that a record's study-scope blobs were written by
 // an allowed writer (section 7: the exact holder once the protocol is
 // active) and replace compatible blobs, and applies them.
 func (v *jview) applyStudyStates(r store.Record, blobs []jBlob, fence uint64) error {
