@@ -124,8 +124,14 @@ func (s *Store) commitGroup(group []*appendReq) {
 	sort.Slice(pending, func(i, j int) bool { return pending[i].run.String() < pending[j].run.String() })
 	// An attempt that answers nobody is a failure; one that answers a
 	// refused member and sends the rest back has made progress.
+	careful := false
 	for fails := 0; len(pending) > 0; {
-		retry, err := s.tryGroup(pending)
+		retry, err := s.tryGroup(pending, careful)
+		if err == errCareful {
+			careful = true
+			pending = retry
+			continue
+		}
 		if len(retry) == len(pending) {
 			if fails++; fails >= maxAttempts {
 				for _, r := range retry {
@@ -141,7 +147,10 @@ func (s *Store) commitGroup(group []*appendReq) {
 
 // tryGroup writes pending in one transaction. It answers every member it
 // can and returns those to try again, with the failure that sent them back.
-func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
+//
+// A group is written with one statement per table unless careful, when
+// each row has its own statement so a refusal can be pinned on its member.
+func (s *Store) tryGroup(pending []*appendReq, careful bool) ([]*appendReq, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
@@ -156,36 +165,61 @@ func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
 	// Decide each member under its lock; refusals fail alone, now.
 	type member struct {
 		r       *appendReq
-		recs    []store.Record
+		plan    *appendPlan
 		refused func(int, error) error
 		first   int // index of its first statement in wb
 	}
 	var members []member
-	wb := &pgx.Batch{}
 	for i, r := range pending {
-		recs, mb, refused, err := s.prepareAppend(locks[i], r.run, r.epoch, r.batch)
+		plan, err := s.planAppend(locks[i], r.run, r.epoch, r.batch)
 		if err != nil {
 			r.done <- err
 			continue
 		}
-		members = append(members, member{r: r, recs: recs, refused: refused, first: len(wb.QueuedQueries)})
-		wb.QueuedQueries = append(wb.QueuedQueries, mb.QueuedQueries...)
+		members = append(members, member{r: r, plan: plan})
 	}
 	if len(members) == 0 {
 		return nil, nil
 	}
-	culprit := -1
+	wb := &pgx.Batch{}
+	careful = careful || len(members) == 1
+	if careful {
+		for k := range members {
+			members[k].first = len(wb.QueuedQueries)
+			members[k].refused = s.queue(members[k].plan, wb)
+		}
+	} else {
+		plans := make([]*appendPlan, len(members))
+		for k, m := range members {
+			plans[k] = m.plan
+		}
+		s.queueMany(plans, wb)
+	}
+	culprit, refusedByServer := -1, false
 	err = x.commit(ctx, wb, func(i int, err error) error {
+		refusedByServer = true
+		if !careful {
+			return nil
+		}
 		m := sort.Search(len(members), func(k int) bool { return members[k].first > i }) - 1
 		culprit = m
 		return members[m].refused(i-members[m].first, err)
 	})
 	if err == nil {
 		for _, m := range members {
-			m.r.recs = m.recs
+			m.r.recs = m.plan.records()
 			m.r.done <- nil
 		}
 		return nil, nil
+	}
+	if refusedByServer && !careful {
+		// A multi-row statement failed and cannot say whose row it was:
+		// write the group again one statement per row to find out.
+		var all []*appendReq
+		for _, m := range members {
+			all = append(all, m.r)
+		}
+		return all, errCareful
 	}
 	var cu *store.CommitUnknownError
 	if errors.As(err, &cu) || culprit < 0 {
@@ -212,6 +246,9 @@ func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
 	}
 	return retry, mErr
 }
+
+// errCareful sends a group back to be written one statement per row.
+var errCareful = errors.New("write the group again statement by statement")
 
 // failAll answers every member with err, unless err says the attempt may
 // simply run again, in which case all are returned for retry.
