@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
 )
 
@@ -31,8 +32,57 @@ type appendReq struct {
 	run   store.RunID
 	epoch store.Epoch
 	batch []store.Append
+	keys  []string // admission keys the batch claims
 	recs  []store.Record
 	done  chan error
+}
+
+// admissionKeys lists the admission keys a batch claims. Two members of
+// one group must never claim the same key: the loser's refusal aborts the
+// group's transaction, taking the winner's claim with it, and the loser
+// then finds no holder to name and retries against the same group forever.
+// Such a member waits for the next group, where the winner has committed.
+func admissionKeys(batch []store.Append) []string {
+	var keys []string
+	for _, a := range batch {
+		if a.Kind != store.KindRunAdmitted || len(a.Fields) == 0 {
+			continue
+		}
+		v, err := canon.Parse(a.Fields)
+		if err != nil {
+			continue // refused later, with the field named
+		}
+		if k, ok := v.Get("admission_key"); ok && k.Kind == canon.String && k.Str != "" {
+			keys = append(keys, k.Str)
+		}
+	}
+	return keys
+}
+
+// groupMembers tracks what a group being formed already holds: at most one
+// append per run and one claim per admission key.
+type groupMembers struct {
+	runs map[store.RunID]bool
+	keys map[string]bool
+}
+
+func (g *groupMembers) admits(r *appendReq) bool {
+	if g.runs[r.run] {
+		return false
+	}
+	for _, k := range r.keys {
+		if g.keys[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *groupMembers) add(r *appendReq) {
+	g.runs[r.run] = true
+	for _, k := range r.keys {
+		g.keys[k] = true
+	}
 }
 
 // startCommitters starts the group committers; Close stops them.
@@ -53,7 +103,7 @@ func (s *Store) startCommitters(n int) {
 // must learn whether its write landed. An append whose ctx is cancelled
 // before its group starts is skipped and writes nothing.
 func (s *Store) enqueueAppend(ctx context.Context, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	r := &appendReq{ctx: ctx, run: run, epoch: epoch, batch: batch, done: make(chan error, 1)}
+	r := &appendReq{ctx: ctx, run: run, epoch: epoch, batch: batch, keys: admissionKeys(batch), done: make(chan error, 1)}
 	select {
 	case s.appends <- r:
 	case <-s.stop:
@@ -72,11 +122,11 @@ func (s *Store) committer() {
 	var carry []*appendReq // appends to a run already in the last group
 	for {
 		var group []*appendReq
-		seen := map[store.RunID]bool{}
+		seen := groupMembers{runs: map[store.RunID]bool{}, keys: map[string]bool{}}
 		var rest []*appendReq
 		for _, r := range carry {
-			if !seen[r.run] && len(group) < s.maxGroup {
-				seen[r.run] = true
+			if seen.admits(r) && len(group) < s.maxGroup {
+				seen.add(r)
 				group = append(group, r)
 			} else {
 				rest = append(rest, r)
@@ -86,7 +136,7 @@ func (s *Store) committer() {
 		if len(group) == 0 {
 			select {
 			case r := <-s.appends:
-				seen[r.run] = true
+				seen.add(r)
 				group = append(group, r)
 			case <-s.stop:
 				return
@@ -96,11 +146,11 @@ func (s *Store) committer() {
 		for len(group) < s.maxGroup {
 			select {
 			case r := <-s.appends:
-				if seen[r.run] {
+				if !seen.admits(r) {
 					carry = append(carry, r)
 					continue
 				}
-				seen[r.run] = true
+				seen.add(r)
 				group = append(group, r)
 			default:
 				break drain

@@ -111,6 +111,15 @@ CREATE TABLE {S}.log_nodes(
 	hash   bytea NOT NULL,
 	PRIMARY KEY (tenant, level, idx));
 `},
+	{"signed checkpoints", `
+CREATE TABLE {S}.signed_checkpoints(
+	tenant    text COLLATE "C" NOT NULL,
+	size      bigint NOT NULL CHECK (size >= 0),
+	root      bytea NOT NULL,
+	note      bytea NOT NULL,
+	signed_at timestamptz NOT NULL,
+	PRIMARY KEY (tenant, size));
+`},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is
