@@ -28,9 +28,9 @@ func (a *app) readCmd() *cobra.Command {
 
 Every record is checked as it is read: its hash must cover its stored bytes
 and its prev_hash must link to the record before it (from seq 1, to the
-genesis hash). A record that fails stops the read with exit code 1 and names
-the run and seq; use "journal verify" for a whole-chain check against the
-run's head and seal.
+genesis hash; with --from, from the first record printed). A record that
+fails stops the read with exit code 1 and names the run and seq; use
+"journal verify" for a whole-chain check against the run's head and seal.
 
 Text output: one line per record, "SEQ KIND HASH BODY". With --json, JSON
 Lines: {"run","seq","kind","prev_hash","hash","raw"}, where raw is the

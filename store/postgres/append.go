@@ -51,40 +51,83 @@ func (x *session) lockRun(ctx context.Context, run store.RunID) (locked, error) 
 	return ls[0], nil
 }
 
-// lockRuns is lockRun for n runs in one transaction, in the order given,
-// which must be run-id order.
+// lockRuns is lockRun for n runs in one transaction. They must be given
+// in run-id order, which is the order the locks are taken in, by every
+// writer: so writers locking several runs cannot deadlock each other.
+// Three statements whatever n is: create the missing lease rows, lock them
+// all, then read the runs (a separate statement, so that under READ
+// COMMITTED it reads what the locks' previous holders committed).
 func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n int) ([]locked, error) {
 	s := x.s
-	b := &pgx.Batch{}
-	for i := 0; i < n; i++ {
-		id := run(i).String()
-		b.Queue(s.q.placeholder, s.tenant, id)
-		b.Queue(s.q.lockLease, s.tenant, id)
-		b.Queue(s.q.runState, s.tenant, id)
+	ids := make([]string, n)
+	at := make(map[string]int, n)
+	for i := range ids {
+		ids[i] = run(i).String()
+		at[ids[i]] = i
 	}
+	b := &pgx.Batch{}
+	b.Queue(s.q.placeholders, s.tenant, ids)
+	b.Queue(s.q.lockLeases, s.tenant, ids)
+	b.Queue(s.q.runStates, s.tenant, ids)
 	locks := make([]locked, n)
 	err := x.lock(ctx, b, func(br pgx.BatchResults) error {
-		for i := range locks {
-			r := run(i)
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-			var epoch int64
-			l := &locks[i]
-			if err := br.QueryRow().Scan(&l.lease.owner, &epoch, &l.lease.expires, &l.lease.released, &l.lease.now); err != nil {
-				return fmt.Errorf("lock run %s: %w", r, err)
-			}
-			if epoch < 0 {
-				return &store.CorruptError{Run: r, Detail: "lease epoch is negative"}
-			}
-			l.lease.epoch = store.Epoch(epoch)
-			st, err := scanRunState(br.QueryRow(), r)
-			if err != nil {
-				return err
-			}
-			l.run = st
+		if _, err := br.Exec(); err != nil {
+			return err
 		}
-		return nil
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		got := 0
+		for rows.Next() {
+			var id string
+			var epoch int64
+			var l lease
+			if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
+				rows.Close()
+				return fmt.Errorf("lock runs: %w", err)
+			}
+			i, ok := at[id]
+			if !ok || epoch < 0 {
+				rows.Close()
+				return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
+			}
+			l.epoch = store.Epoch(epoch)
+			locks[i].lease = l
+			got++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock runs: %w", err)
+		}
+		if got != n {
+			return fmt.Errorf("lock runs: %d of %d lease rows found", got, n)
+		}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var st runState
+			var seq int64
+			var hash []byte
+			if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
+				return fmt.Errorf("read runs: %w", err)
+			}
+			i, ok := at[id]
+			if !ok {
+				return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
+			}
+			if len(hash) != 32 || seq < 1 {
+				return &store.CorruptError{Run: run(i), Detail: "run head row is malformed"}
+			}
+			st.exists = true
+			st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
+			locks[i].run = st
+		}
+		return rows.Err()
 	})
 	return locks, err
 }
@@ -168,80 +211,105 @@ func (s *Store) explainRefusal(ctx context.Context, x *session, err error) error
 	return &store.DuplicateAdmissionError{Key: at.key, Holder: h}
 }
 
-// prepareAppend decides, under the run's lock, what an append writes: the
-// refusals that need the store's state, the chained records, and the
-// statements that write them and every derived index. refused maps a
-// constraint violation of statement i to the store error it means.
-func (s *Store) prepareAppend(l locked, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, *pgx.Batch, func(int, error) error, error) {
+// appendPlan is what one append writes, decided under its run's lock: the
+// chained records and every derived index they imply.
+type appendPlan struct {
+	run      store.RunID
+	prepared []store.Prepared
+	claims   []string // admission keys to claim
+	exists   bool     // the run has a row to update
+	// the run row's new values
+	headSeq                int64
+	headHash               []byte
+	source, outcome        *string
+	awaiting, event, until *string
+}
+
+// planAppend decides, under the run's lock, what an append writes, or
+// which refusal it gets: the refusals that need the store's state come
+// here, the uniqueness refusals from the database's constraints.
+func (s *Store) planAppend(l locked, run store.RunID, epoch store.Epoch, batch []store.Append) (*appendPlan, error) {
 	if l.run.sealedOutcome != nil {
-		return nil, nil, nil, &store.RunSealedError{Run: run, Outcome: *l.run.sealedOutcome}
+		return nil, &store.RunSealedError{Run: run, Outcome: *l.run.sealedOutcome}
 	}
 	if err := l.fence(run, epoch); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	prepared, err := store.BuildBatch(l.run.head, epoch, batch)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	id := run.String()
-	b := &pgx.Batch{}
-	// What each statement is, for mapping its constraint violation.
+	p := &appendPlan{run: run, prepared: prepared, exists: l.run.exists}
+	var wait *store.Suspension
+	for _, r := range prepared {
+		if a := r.Facts.Admission; a != nil {
+			if a.Key != "" {
+				p.claims = append(p.claims, a.Key)
+			}
+			if a.Source != "" {
+				src := a.Source
+				p.source = &src
+			}
+		}
+		if r.Facts.Outcome != "" {
+			o := r.Facts.Outcome
+			p.outcome = &o
+		}
+		wait = r.Facts.Suspension // the last record decides: any progress clears a wait
+	}
+	last := prepared[len(prepared)-1]
+	p.headSeq, p.headHash = int64(last.Seq), last.Hash[:]
+	if wait != nil {
+		a, e := string(wait.Awaiting), wait.Event
+		p.awaiting, p.event = &a, &e
+		if !wait.Until.IsZero() {
+			u := formatUntil(wait.Until)
+			p.until = &u
+		}
+	}
+	return p, nil
+}
+
+func (p *appendPlan) records() []store.Record {
+	recs := make([]store.Record, len(p.prepared))
+	for i, r := range p.prepared {
+		recs[i] = r.Record
+	}
+	return recs
+}
+
+// queue writes the plan as one statement per row, and returns the mapping
+// from a failed statement (counted from the first one queued here) to the
+// store error it means: the exactly-once index to DuplicateEffectError,
+// the admission key's primary key to a duplicate admission.
+func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
+	id := p.run.String()
 	type stmt struct {
 		effect *store.Digest
 		key    string
 	}
 	var stmts []stmt
-	var source, outcome *string
-	var wait *store.Suspension
-	for _, p := range prepared {
-		var caseID *string
-		if !p.Case.IsZero() {
-			c := p.Case.String()
-			caseID = &c
-		}
-		var effect []byte
-		if p.EffectKey != nil {
-			effect = p.EffectKey[:]
-		}
-		b.Queue(s.q.insertRecord, s.tenant, id, int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
+	for _, r := range p.prepared {
+		caseID, effect := recordCols(r)
+		b.Queue(s.q.insertRecord, s.tenant, id, int64(r.Seq), r.Kind, caseID, effect, r.PrevHash[:], r.Hash[:], r.Raw)
 		st := stmt{}
-		if p.Kind == store.KindEffectStarted {
-			st.effect = p.EffectKey
+		if r.Kind == store.KindEffectStarted {
+			st.effect = r.EffectKey
 		}
 		stmts = append(stmts, st)
-		if a := p.Facts.Admission; a != nil {
-			if a.Key != "" {
-				b.Queue(s.q.claimAdmission, s.tenant, a.Key, id)
-				stmts = append(stmts, stmt{key: a.Key})
-			}
-			if a.Source != "" {
-				src := a.Source
-				source = &src
-			}
-		}
-		if p.Facts.Outcome != "" {
-			o := p.Facts.Outcome
-			outcome = &o
-		}
-		wait = p.Facts.Suspension // the last record decides: any progress clears a wait
-	}
-	last := prepared[len(prepared)-1]
-	var awaiting, event, until *string
-	if wait != nil {
-		a, e := string(wait.Awaiting), wait.Event
-		awaiting, event = &a, &e
-		if !wait.Until.IsZero() {
-			u := formatUntil(wait.Until)
-			until = &u
+		if a := r.Facts.Admission; a != nil && a.Key != "" {
+			b.Queue(s.q.claimAdmission, s.tenant, a.Key, id)
+			stmts = append(stmts, stmt{key: a.Key})
 		}
 	}
-	if l.run.exists {
-		b.Queue(s.q.updateRun, s.tenant, id, int64(last.Seq), last.Hash[:], source, outcome, awaiting, event, until)
+	if p.exists {
+		b.Queue(s.q.updateRun, s.tenant, id, p.headSeq, p.headHash, p.source, p.outcome, p.awaiting, p.event, p.until)
 	} else {
-		b.Queue(s.q.insertRun, s.tenant, id, int64(last.Seq), last.Hash[:], source, outcome, awaiting, event, until)
+		b.Queue(s.q.insertRun, s.tenant, id, p.headSeq, p.headHash, p.source, p.outcome, p.awaiting, p.event, p.until)
 	}
 	stmts = append(stmts, stmt{})
-	refused := func(i int, err error) error {
+	run := p.run
+	return func(i int, err error) error {
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || pe.Code != "23505" || i >= len(stmts) { // unique_violation
 			return nil
@@ -254,11 +322,86 @@ func (s *Store) prepareAppend(l locked, run store.RunID, epoch store.Epoch, batc
 		}
 		return nil
 	}
-	recs := make([]store.Record, len(prepared))
-	for i, p := range prepared {
-		recs[i] = p.Record
+}
+
+func recordCols(r store.Prepared) (*string, []byte) {
+	var caseID *string
+	if !r.Case.IsZero() {
+		c := r.Case.String()
+		caseID = &c
 	}
-	return recs, b, refused, nil
+	var effect []byte
+	if r.EffectKey != nil {
+		effect = r.EffectKey[:]
+	}
+	return caseID, effect
+}
+
+// queueMany writes several plans with one statement per table, whatever
+// their number: one multi-row insert of every record, one of every new
+// run, one update of every existing run (admission claims, rare, one each).
+// A constraint violation cannot be pinned on a plan here; the caller
+// writes the group again with queue, statement by statement, to find it.
+func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
+	var (
+		recRuns, recKinds            []string
+		seqs                         []int64
+		cases                        []*string
+		effects, prevs, hashes, raws [][]byte
+		newRuns, upRuns              runRows
+	)
+	for _, p := range plans {
+		id := p.run.String()
+		for _, r := range p.prepared {
+			caseID, effect := recordCols(r)
+			recRuns = append(recRuns, id)
+			seqs = append(seqs, int64(r.Seq))
+			recKinds = append(recKinds, r.Kind)
+			cases = append(cases, caseID)
+			effects = append(effects, effect)
+			prevs = append(prevs, r.PrevHash[:])
+			hashes = append(hashes, r.Hash[:])
+			raws = append(raws, r.Raw)
+		}
+		for _, k := range p.claims {
+			b.Queue(s.q.claimAdmission, s.tenant, k, id)
+		}
+		if p.exists {
+			upRuns.add(id, p)
+		} else {
+			newRuns.add(id, p)
+		}
+	}
+	b.Queue(s.q.insertRecords, s.tenant, recRuns, seqs, recKinds, cases, effects, prevs, hashes, raws)
+	if len(newRuns.run) > 0 {
+		b.Queue(s.q.insertRuns, newRuns.args(s.tenant)...)
+	}
+	if len(upRuns.run) > 0 {
+		b.Queue(s.q.updateRuns, upRuns.args(s.tenant)...)
+	}
+}
+
+// runRows are run rows as column arrays, for unnest.
+type runRows struct {
+	run                                     []string
+	seq                                     []int64
+	hash                                    [][]byte
+	source, outcome, awaiting, event, until []*string
+}
+
+func (r *runRows) add(id string, p *appendPlan) {
+	r.run = append(r.run, id)
+	r.seq = append(r.seq, p.headSeq)
+	r.hash = append(r.hash, p.headHash)
+	r.source = append(r.source, p.source)
+	r.outcome = append(r.outcome, p.outcome)
+	r.awaiting = append(r.awaiting, p.awaiting)
+	r.event = append(r.event, p.event)
+	r.until = append(r.until, p.until)
+}
+
+func (r *runRows) args(tenant string) []any {
+	return []any{tenant, r.run, r.seq, r.hash, r.source, r.outcome, r.awaiting, r.event, r.until}
 }
 
 // untilLayout sorts as text in time order for years 0000-9999, and keeps

@@ -63,14 +63,16 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 	if err := a.sameRun(run, batch); err != nil {
 		return nil, err
 	}
-	recs, b, refused, err := s.prepareAppend(l, run, epoch, batch)
+	plan, err := s.planAppend(l, run, epoch, batch)
 	if err != nil {
 		return nil, err
 	}
+	b := &pgx.Batch{}
+	refused := s.queue(plan, b)
 	if err := x.commit(ctx, b, refused); err != nil {
 		return nil, s.wrap(what, s.explainRefusal(ctx, x, err))
 	}
-	return recs, nil
+	return plan.records(), nil
 }
 
 func (atomicJournal) sameRun(run store.RunID, batch []store.Append) error {

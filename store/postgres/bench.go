@@ -120,18 +120,14 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 			return err
 		}
 		// Warm up: open the pool's connections and prepare the statements,
-		// so neither measurement pays for them.
+		// so neither measurement pays for them; the append warm-up also
+		// yields the record bytes the ceiling's rows copy.
 		if _, _, err := measure(ctx, conc, warmup, 0, appendOp); err != nil {
 			return nil, fmt.Errorf("bench: append warm-up at %d: %w", conc, err)
 		}
-		n, el, err := measure(ctx, conc, opts.Duration, 0, appendOp)
-		if err != nil {
-			return nil, fmt.Errorf("bench: append at %d: %w", conc, err)
-		}
-		r.AppendsPerSec = float64(n) / el.Seconds()
 		r.RecordBytes = len(sample)
 		// The ceiling, in the same run on the same server, rows of the
-		// same size as the records just written.
+		// same size as the records.
 		prev, hash := make([]byte, 32), make([]byte, 32)
 		tenant := benchTenant("p")
 		seqs := make([]int64, conc)
@@ -143,11 +139,24 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 		if _, _, err := measure(ctx, conc, warmup, 0, insertOp); err != nil {
 			return nil, fmt.Errorf("bench: plain insert warm-up at %d: %w", conc, err)
 		}
-		n, el, err = measure(ctx, conc, opts.Duration, 0, insertOp)
-		if err != nil {
-			return nil, fmt.Errorf("bench: plain insert at %d: %w", conc, err)
+		// Alternate short slices of each, so that load from elsewhere on
+		// the machine falls on both figures alike.
+		var appends, inserts int
+		var appendTime, insertTime time.Duration
+		for k := 0; k < benchSlices; k++ {
+			n, el, err := measure(ctx, conc, opts.Duration/benchSlices, 0, appendOp)
+			if err != nil {
+				return nil, fmt.Errorf("bench: append at %d: %w", conc, err)
+			}
+			appends, appendTime = appends+n, appendTime+el
+			n, el, err = measure(ctx, conc, opts.Duration/benchSlices, 0, insertOp)
+			if err != nil {
+				return nil, fmt.Errorf("bench: plain insert at %d: %w", conc, err)
+			}
+			inserts, insertTime = inserts+n, insertTime+el
 		}
-		r.InsertsPerSec = float64(n) / el.Seconds()
+		r.AppendsPerSec = float64(appends) / appendTime.Seconds()
+		r.InsertsPerSec = float64(inserts) / insertTime.Seconds()
 		r.AppendRatio = r.AppendsPerSec / r.InsertsPerSec
 		// Seals: concluded runs prepared first, then sealed by conc writers
 		// into one tenant's log.
@@ -169,7 +178,7 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 			return nil, fmt.Errorf("bench: prepare seals: %w", err)
 		}
 		next.Store(0)
-		n, el, err = measure(ctx, conc, 0, total, func(ctx context.Context, w, i int) error {
+		n, el, err := measure(ctx, conc, 0, total, func(ctx context.Context, w, i int) error {
 			_, err := ss.Seal(ctx, sealRuns[next.Add(1)-1], 1, "succeeded")
 			return err
 		})
@@ -184,6 +193,10 @@ func Bench(ctx context.Context, dsn string, opts BenchOptions) ([]BenchResult, e
 
 // warmup is run, unmeasured, before each measurement.
 const warmup = 500 * time.Millisecond
+
+// benchSlices is how many alternating slices the append and insert
+// measurements are cut into.
+const benchSlices = 6
 
 func benchTenant(kind string) string {
 	return "bench-" + kind + "-" + strings.ToLower(store.NewRunID().String())

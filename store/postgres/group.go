@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
 )
 
@@ -31,8 +32,57 @@ type appendReq struct {
 	run   store.RunID
 	epoch store.Epoch
 	batch []store.Append
+	keys  []string // admission keys the batch claims
 	recs  []store.Record
 	done  chan error
+}
+
+// admissionKeys lists the admission keys a batch claims. Two members of
+// one group must never claim the same key: the loser's refusal aborts the
+// group's transaction, taking the winner's claim with it, and the loser
+// then finds no holder to name and retries against the same group forever.
+// Such a member waits for the next group, where the winner has committed.
+func admissionKeys(batch []store.Append) []string {
+	var keys []string
+	for _, a := range batch {
+		if a.Kind != store.KindRunAdmitted || len(a.Fields) == 0 {
+			continue
+		}
+		v, err := canon.Parse(a.Fields)
+		if err != nil {
+			continue // refused later, with the field named
+		}
+		if k, ok := v.Get("admission_key"); ok && k.Kind == canon.String && k.Str != "" {
+			keys = append(keys, k.Str)
+		}
+	}
+	return keys
+}
+
+// groupMembers tracks what a group being formed already holds: at most one
+// append per run and one claim per admission key.
+type groupMembers struct {
+	runs map[store.RunID]bool
+	keys map[string]bool
+}
+
+func (g *groupMembers) admits(r *appendReq) bool {
+	if g.runs[r.run] {
+		return false
+	}
+	for _, k := range r.keys {
+		if g.keys[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *groupMembers) add(r *appendReq) {
+	g.runs[r.run] = true
+	for _, k := range r.keys {
+		g.keys[k] = true
+	}
 }
 
 // startCommitters starts the group committers; Close stops them.
@@ -53,7 +103,7 @@ func (s *Store) startCommitters(n int) {
 // must learn whether its write landed. An append whose ctx is cancelled
 // before its group starts is skipped and writes nothing.
 func (s *Store) enqueueAppend(ctx context.Context, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	r := &appendReq{ctx: ctx, run: run, epoch: epoch, batch: batch, done: make(chan error, 1)}
+	r := &appendReq{ctx: ctx, run: run, epoch: epoch, batch: batch, keys: admissionKeys(batch), done: make(chan error, 1)}
 	select {
 	case s.appends <- r:
 	case <-s.stop:
@@ -72,11 +122,11 @@ func (s *Store) committer() {
 	var carry []*appendReq // appends to a run already in the last group
 	for {
 		var group []*appendReq
-		seen := map[store.RunID]bool{}
+		seen := groupMembers{runs: map[store.RunID]bool{}, keys: map[string]bool{}}
 		var rest []*appendReq
 		for _, r := range carry {
-			if !seen[r.run] && len(group) < s.maxGroup {
-				seen[r.run] = true
+			if seen.admits(r) && len(group) < s.maxGroup {
+				seen.add(r)
 				group = append(group, r)
 			} else {
 				rest = append(rest, r)
@@ -86,7 +136,7 @@ func (s *Store) committer() {
 		if len(group) == 0 {
 			select {
 			case r := <-s.appends:
-				seen[r.run] = true
+				seen.add(r)
 				group = append(group, r)
 			case <-s.stop:
 				return
@@ -96,11 +146,11 @@ func (s *Store) committer() {
 		for len(group) < s.maxGroup {
 			select {
 			case r := <-s.appends:
-				if seen[r.run] {
+				if !seen.admits(r) {
 					carry = append(carry, r)
 					continue
 				}
-				seen[r.run] = true
+				seen.add(r)
 				group = append(group, r)
 			default:
 				break drain
@@ -124,8 +174,14 @@ func (s *Store) commitGroup(group []*appendReq) {
 	sort.Slice(pending, func(i, j int) bool { return pending[i].run.String() < pending[j].run.String() })
 	// An attempt that answers nobody is a failure; one that answers a
 	// refused member and sends the rest back has made progress.
+	careful := false
 	for fails := 0; len(pending) > 0; {
-		retry, err := s.tryGroup(pending)
+		retry, err := s.tryGroup(pending, careful)
+		if err == errCareful {
+			careful = true
+			pending = retry
+			continue
+		}
 		if len(retry) == len(pending) {
 			if fails++; fails >= maxAttempts {
 				for _, r := range retry {
@@ -141,7 +197,10 @@ func (s *Store) commitGroup(group []*appendReq) {
 
 // tryGroup writes pending in one transaction. It answers every member it
 // can and returns those to try again, with the failure that sent them back.
-func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
+//
+// A group is written with one statement per table unless careful, when
+// each row has its own statement so a refusal can be pinned on its member.
+func (s *Store) tryGroup(pending []*appendReq, careful bool) ([]*appendReq, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
@@ -156,36 +215,61 @@ func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
 	// Decide each member under its lock; refusals fail alone, now.
 	type member struct {
 		r       *appendReq
-		recs    []store.Record
+		plan    *appendPlan
 		refused func(int, error) error
 		first   int // index of its first statement in wb
 	}
 	var members []member
-	wb := &pgx.Batch{}
 	for i, r := range pending {
-		recs, mb, refused, err := s.prepareAppend(locks[i], r.run, r.epoch, r.batch)
+		plan, err := s.planAppend(locks[i], r.run, r.epoch, r.batch)
 		if err != nil {
 			r.done <- err
 			continue
 		}
-		members = append(members, member{r: r, recs: recs, refused: refused, first: len(wb.QueuedQueries)})
-		wb.QueuedQueries = append(wb.QueuedQueries, mb.QueuedQueries...)
+		members = append(members, member{r: r, plan: plan})
 	}
 	if len(members) == 0 {
 		return nil, nil
 	}
-	culprit := -1
+	wb := &pgx.Batch{}
+	careful = careful || len(members) == 1
+	if careful {
+		for k := range members {
+			members[k].first = len(wb.QueuedQueries)
+			members[k].refused = s.queue(members[k].plan, wb)
+		}
+	} else {
+		plans := make([]*appendPlan, len(members))
+		for k, m := range members {
+			plans[k] = m.plan
+		}
+		s.queueMany(plans, wb)
+	}
+	culprit, refusedByServer := -1, false
 	err = x.commit(ctx, wb, func(i int, err error) error {
+		refusedByServer = true
+		if !careful {
+			return nil
+		}
 		m := sort.Search(len(members), func(k int) bool { return members[k].first > i }) - 1
 		culprit = m
 		return members[m].refused(i-members[m].first, err)
 	})
 	if err == nil {
 		for _, m := range members {
-			m.r.recs = m.recs
+			m.r.recs = m.plan.records()
 			m.r.done <- nil
 		}
 		return nil, nil
+	}
+	if refusedByServer && !careful {
+		// A multi-row statement failed and cannot say whose row it was:
+		// write the group again one statement per row to find out.
+		var all []*appendReq
+		for _, m := range members {
+			all = append(all, m.r)
+		}
+		return all, errCareful
 	}
 	var cu *store.CommitUnknownError
 	if errors.As(err, &cu) || culprit < 0 {
@@ -212,6 +296,9 @@ func (s *Store) tryGroup(pending []*appendReq) ([]*appendReq, error) {
 	}
 	return retry, mErr
 }
+
+// errCareful sends a group back to be written one statement per row.
+var errCareful = errors.New("write the group again statement by statement")
 
 // failAll answers every member with err, unless err says the attempt may
 // simply run again, in which case all are returned for retry.

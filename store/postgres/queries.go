@@ -9,8 +9,10 @@ import (
 // queries holds the SQL of one schema, built once at open.
 type queries struct {
 	placeholder, lockLease, runState                           string
+	placeholders, lockLeases, runStates                        string
 	insertRecord, claimAdmission, admissionHolder              string
 	insertRun, updateRun                                       string
+	insertRecords, insertRuns, updateRuns                      string
 	updateLease, renewLease, releaseLease, abandoned           string
 	requestCancel, cancellation                                string
 	logNext, sealRun, logSize, readNodes, writeNodes           string
@@ -30,6 +32,13 @@ func newQueries(schema string) queries {
 		// first leased), so there is always a row to lock.
 		placeholder: f(`INSERT INTO {S}.leases(tenant, run, owner, epoch, expires_at, released)
 			VALUES($1, $2, '', 0, 'epoch', true) ON CONFLICT (tenant, run) DO NOTHING`),
+		placeholders: f(`INSERT INTO {S}.leases(tenant, run, owner, epoch, expires_at, released)
+			SELECT $1, r, '', 0, 'epoch', true FROM unnest($2::text[]) AS r ON CONFLICT (tenant, run) DO NOTHING`),
+		// ORDER BY: the rows are locked in run-id order.
+		lockLeases: f(`SELECT run, owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
+			WHERE tenant = $1 AND run = ANY($2::text[]) ORDER BY run FOR UPDATE`),
+		runStates: f(`SELECT run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM {S}.runs
+			WHERE tenant = $1 AND run = ANY($2::text[])`),
 		lockLease: f(`SELECT owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
 			WHERE tenant = $1 AND run = $2 FOR UPDATE`),
 		// A separate statement from the lock, so that under READ COMMITTED it
@@ -38,6 +47,24 @@ func newQueries(schema string) queries {
 			WHERE tenant = $1 AND run = $2`),
 		insertRecord: f(`INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
 			VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
+		// The multi-row forms, for a group: one statement per table. Rows go
+		// in in array order, so record ids keep each run's seq order.
+		insertRecords: f(`INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
+			SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::bytea[], $8::bytea[], $9::bytea[])`),
+		insertRuns: f(`INSERT INTO {S}.runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
+			SELECT $1, u.run, u.seq, u.hash, floor(extract(epoch FROM clock_timestamp()))::bigint, u.source, u.outcome,
+				CASE WHEN u.outcome IS NULL THEN NULL ELSE nextval('{Sq}.outcome_ord') END, u.awaiting, u.event, u.until
+			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+				AS u(run, seq, hash, source, outcome, awaiting, event, until)`),
+		updateRuns: f(`UPDATE {S}.runs AS r SET head_seq = u.seq, head_hash = u.hash,
+				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
+				source = coalesce(u.source, r.source),
+				outcome = coalesce(u.outcome, r.outcome),
+				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
+				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until
+			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+				AS u(run, seq, hash, source, outcome, awaiting, event, until)
+			WHERE r.tenant = $1 AND r.run = u.run`),
 		claimAdmission:  f(`INSERT INTO {S}.admissions(tenant, key, run, claimed_at) VALUES($1, $2, $3, clock_timestamp())`),
 		admissionHolder: f(`SELECT run FROM {S}.admissions WHERE tenant = $1 AND key = $2`),
 		insertRun: f(`INSERT INTO {S}.runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
