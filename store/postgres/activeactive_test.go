@@ -233,12 +233,23 @@ func TestActiveActive(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv(aaRoundsEnv)); err == nil && n > 0 {
 		rounds = n
 	}
+	total := map[string]int{}
 	for r := 0; r < rounds; r++ {
-		t.Run(fmt.Sprintf("round-%d", r), func(t *testing.T) { activeActiveRound(t, dsn) })
+		t.Run(fmt.Sprintf("round-%d", r), func(t *testing.T) {
+			for op, n := range activeActiveRound(t, dsn) {
+				total[op] += n
+			}
+		})
+	}
+	// Fencing and sealing are left to chance in each round; across the
+	// rounds a race that never fenced a writer or sealed a run proved too
+	// little.
+	if total["fenced"] == 0 || total["seal"] == 0 {
+		t.Errorf("the race was too tame to prove anything: %v", total)
 	}
 }
 
-func activeActiveRound(t *testing.T, dsn string) {
+func activeActiveRound(t *testing.T, dsn string) map[string]int {
 	ctx := context.Background()
 	const workers, nruns = 4, 24
 	duration := 3 * time.Second
@@ -285,7 +296,7 @@ func activeActiveRound(t *testing.T, dsn string) {
 		f.Close()
 	}
 	s := openStore(t, Options{Tenant: tenant})
-	checkActiveActive(t, ctx, s, runs, events)
+	return checkActiveActive(t, ctx, s, runs, events)
 }
 
 // reporter is the part of testing.TB the checker uses, so that a
@@ -297,7 +308,7 @@ type reporter interface {
 	Logf(format string, args ...any)
 }
 
-func checkActiveActive(t reporter, ctx context.Context, s *Store, runs []store.RunID, events []aaEvent) {
+func checkActiveActive(t reporter, ctx context.Context, s *Store, runs []store.RunID, events []aaEvent) map[string]int {
 	type runKey struct {
 		run   string
 		epoch uint64
@@ -449,9 +460,10 @@ func checkActiveActive(t reporter, ctx context.Context, s *Store, runs []store.R
 	// checkpoint, and the checkpoint is the tree of exactly those leaves.
 	verifyLog(t, ctx, s, sealedRuns)
 	t.Logf("%d records in %d runs, %d sealed; events: %v", totalRecords, len(runs), len(sealedRuns), counts)
-	if counts["acquire"] == 0 || counts["append"] == 0 || counts["fenced"] == 0 || len(sealedRuns) == 0 {
-		t.Errorf("the race was too tame to prove anything: %v", counts)
+	if counts["acquire"] == 0 || counts["append"] == 0 {
+		t.Errorf("the workers did nothing: %v", counts)
 	}
+	return counts
 }
 
 // verifyLog checks the tenant's log against the sealed runs: the

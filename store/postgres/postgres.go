@@ -15,11 +15,19 @@
 //     lease row lock), never the caller's, so two hosts with skewed clocks
 //     agree about who holds a run.
 //   - The log index of a seal is taken by incrementing the tenant's log row
-//     in the seal's transaction; the row lock serializes seals of a tenant
-//     until commit, so indexes have no gaps (an aborted seal rolls its
-//     increment back) and no duplicates (and a unique index says so too).
+//     in the seal's transaction, and the leaf is added to the Merkle tree
+//     (package log) in the same transaction; the row lock serializes seals
+//     of a tenant until commit, so indexes have no gaps (an aborted seal
+//     rolls its increment back) and no duplicates (and a unique index says
+//     so too).
 //   - Every derived index (outcome, admission, source, activity, case,
 //     waiting) is written in the append's transaction.
+//
+// Throughput comes from group commit, not from weaker durability: a few
+// committer goroutines write the appends (and one the seals) waiting when
+// they come free in one transaction of two pipelined round trips, locking
+// their runs in run-id order, as every writer does, so that no two writers
+// can deadlock. A member refused under the lock fails alone; see group.go.
 //
 // A write that fails before its COMMIT is sent wrote nothing and is retried
 // when the failure was transient (serialization failure, deadlock, a

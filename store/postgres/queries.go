@@ -8,7 +8,7 @@ import (
 
 // queries holds the SQL of one schema, built once at open.
 type queries struct {
-	placeholder, lockLease, runState                           string
+	runState                                                   string
 	placeholders, lockLeases, runStates                        string
 	insertRecord, claimAdmission, admissionHolder              string
 	insertRun, updateRun                                       string
@@ -30,19 +30,15 @@ func newQueries(schema string) queries {
 	return queries{
 		// The lease row exists for every run ever written (epoch 0 until
 		// first leased), so there is always a row to lock.
-		placeholder: f(`INSERT INTO {S}.leases(tenant, run, owner, epoch, expires_at, released)
-			VALUES($1, $2, '', 0, 'epoch', true) ON CONFLICT (tenant, run) DO NOTHING`),
 		placeholders: f(`INSERT INTO {S}.leases(tenant, run, owner, epoch, expires_at, released)
 			SELECT $1, r, '', 0, 'epoch', true FROM unnest($2::text[]) AS r ON CONFLICT (tenant, run) DO NOTHING`),
 		// ORDER BY: the rows are locked in run-id order.
 		lockLeases: f(`SELECT run, owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
 			WHERE tenant = $1 AND run = ANY($2::text[]) ORDER BY run FOR UPDATE`),
+		// A separate statement from the lock, so that under READ COMMITTED it
+		// reads the runs as the locks' previous holders committed them.
 		runStates: f(`SELECT run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM {S}.runs
 			WHERE tenant = $1 AND run = ANY($2::text[])`),
-		lockLease: f(`SELECT owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
-			WHERE tenant = $1 AND run = $2 FOR UPDATE`),
-		// A separate statement from the lock, so that under READ COMMITTED it
-		// reads the run as the lock's previous holder committed it.
 		runState: f(`SELECT head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM {S}.runs
 			WHERE tenant = $1 AND run = $2`),
 		insertRecord: f(`INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
