@@ -66,7 +66,7 @@ type Store struct {
 }
 
 var (
-	_ store.Journal         = (*Store)(nil)
+	_ store.Journal          = (*Store)(nil)
 	_ store.CheckpointStore  = (*Store)(nil)
 	_ store.PublicationStore = (*Store)(nil)
 	_ store.TokenStore       = (*Store)(nil)
