@@ -391,4 +391,3 @@ func TestBackoffCappedWithJitter(t *testing.T) {
 		}
 	}
 }
-
