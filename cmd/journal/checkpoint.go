@@ -158,7 +158,7 @@ the kept note, so one size is never published two ways.`,
 
 // signAndKeep signs the store's current checkpoint and keeps it, returning
 // what the store kept (the first note of that size).
-func signAndKeep(ctx context.Context, s *sqlite.Store, signer note.Signer) (store.SignedCheckpoint, error) {
+func signAndKeep(ctx context.Context, s journalStore, signer note.Signer) (store.SignedCheckpoint, error) {
 	cur, err := s.Checkpoint(ctx)
 	if err != nil {
 		return store.SignedCheckpoint{}, err

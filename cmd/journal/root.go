@@ -63,6 +63,8 @@ type app struct {
 	tenant   string // --tenant
 	logLevel string // --log-level
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
+
+	onServe func(addr string) // tests learn where serve listens
 }
 
 // run executes the CLI with args (without the program name) and returns the
@@ -165,6 +167,9 @@ func (a *app) newRoot() *cobra.Command {
 		a.keyCmd(),
 		a.checkpointCmd(),
 		a.proofCmd(),
+		a.serveCmd(),
+		a.tokenCmd(),
+		a.witnessedCmd(),
 	)
 	return root
 }
