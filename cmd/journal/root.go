@@ -70,7 +70,12 @@ type app struct {
 // run executes the CLI with args (without the program name) and returns the
 // process exit code. It is main without the process: tests drive it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runApp(ctx, &app{stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+// runApp is run with a prepared app, so tests can set hooks such as onServe.
+func runApp(ctx context.Context, a *app, args []string) int {
+	stdin, stdout, stderr := a.stdin, a.stdout, a.stderr
 	root := a.newRoot()
 	root.SetArgs(args)
 	root.SetIn(stdin)
