@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -105,6 +106,20 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	st, ok := js.(serveStore)
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no witness publications or tokens")
+	}
+	if isDSN(c.storeArg) {
+		// A database has no file beside which a key could live: the key
+		// path must be named, and on first start the key is made there.
+		if a.key == "" && os.Getenv(envKey) == "" {
+			return usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey)
+		}
+		if _, err := os.Stat(a.keyPath()); errors.Is(err, fs.ErrNotExist) {
+			if _, err := createKey(a.keyPath(), js.Origin()); err != nil {
+				return err
+			}
+			a.log.Info("serve: created the log key", "key", a.keyPath(), "origin", js.Origin())
+			fmt.Fprintf(a.stderr, "journal: created the log key at %s (origin %s)\n", a.keyPath(), js.Origin())
+		}
 	}
 	signer, vkey, err := loadSigner(a.keyPath(), js.Origin())
 	if err != nil {
