@@ -272,6 +272,11 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, msg = http.StatusNotFound, err.Error()
 	case errors.As(err, &fe), errors.As(err, &lh), errors.As(err, &ln), errors.As(err, &rs), errors.As(err, &de), errors.As(err, &da):
 		status, msg = http.StatusConflict, err.Error()
+	case errors.As(err, new(*store.CorruptError)):
+		// A broken chain or row is the answer a reader asked for, not a
+		// detail to hide; it is also logged, since someone must act on it.
+		status, msg = http.StatusInternalServerError, err.Error()
+		s.log.Error("serve: the store is corrupt", "method", r.Method, "path", r.URL.Path, "err", err)
 	case errors.Is(err, store.ErrClosed):
 		status, msg = http.StatusServiceUnavailable, "shutting down"
 	default:
