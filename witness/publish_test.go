@@ -391,3 +391,82 @@ func TestBackoffCappedWithJitter(t *testing.T) {
 		}
 	}
 }
+
+// TestPublisherCrashAfterWitnessCommit: the witness cosigned the queued
+// checkpoint but the publisher died before keeping the answer. On restart
+// the witness answers 409 with that very size; the publisher proves from
+// there (an empty proof), gets the cosignature again and keeps it once.
+func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
+	ctx := context.Background()
+	e := newPubEnv(t)
+	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
+	size := e.sealAndSign(5)
+	sc, _ := e.j.SignedCheckpointAt(ctx, size)
+	c, err := NewClient(w1.url(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddCheckpoint(ctx, 0, nil, sc.Note); err != nil {
+		t.Fatal(err)
+	}
+	pol := policyFor(t, e.vkey, "1", w1)
+	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPublisher(t, p)
+	eventually(t, "the checkpoint is witnessed", func() bool { return witnessedSize(t, e.j) == size })
+	cos, err := e.j.Cosignatures(ctx, size)
+	if err != nil || len(cos) != 1 || strings.Count(string(cos[WitnessID(mustVerifier(t, w1.vkey))]), "\n") != 1 {
+		t.Errorf("cosignatures kept: %q, %v; want one line from w1", cos, err)
+	}
+}
+
+// TestPublisherWitnessAheadIsRefused: a witness claiming a size beyond the
+// whole log saw another log under our origin. Nothing is kept, the
+// checkpoint is not witnessed, and the error says why.
+func TestPublisherWitnessAheadIsRefused(t *testing.T) {
+	ctx := context.Background()
+	e := newPubEnv(t)
+	_, vkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "liar.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ContentTypeTlogSize)
+		w.WriteHeader(http.StatusConflict)
+		io.WriteString(w, "1000000\n")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	liar := &liveWitness{name: "liar", vkey: vkey, addr: ln.Addr().String()}
+	pol := policyFor(t, e.vkey, "1", liar)
+	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPublisher(t, p)
+	size := e.sealAndSign(2)
+	if err := p.Enqueue(ctx, size); err != nil {
+		t.Fatal(err)
+	}
+	id := WitnessID(mustVerifier(t, vkey))
+	eventually(t, "the lying witness was refused twice", func() bool {
+		pub, _ := e.j.NextPublication(ctx, id)
+		return pub != nil && pub.Attempts >= 2
+	})
+	pub, _ := e.j.NextPublication(ctx, id)
+	if !strings.Contains(pub.LastError, ErrWitnessAhead.Error()) {
+		t.Errorf("last error %q, want %q", pub.LastError, ErrWitnessAhead)
+	}
+	if n, ok, _ := e.j.LastCosigned(ctx, id); ok {
+		t.Errorf("kept a cosigned size %d from a witness ahead of the log", n)
+	}
+	if got := witnessedSize(t, e.j); got != 0 {
+		t.Fatalf("witnessed %d", got)
+	}
+}
