@@ -59,6 +59,7 @@ type app struct {
 	log            *slog.Logger
 
 	db       string // --db
+	storeArg string // --store: a journal path or a postgres:// DSN
 	key      string // --key
 	tenant   string // --tenant
 	logLevel string // --log-level
@@ -153,6 +154,7 @@ func (a *app) newRoot() *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
+	pf.StringVar(&a.storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
 	pf.StringVar(&a.key, "key", "", "the log's private note key file (default $"+envKey+", else the journal path + \".key\")")
 	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
@@ -236,10 +238,10 @@ func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store,
 	return s, nil
 }
 
-// withStore opens the journal, runs fn and closes the journal, reporting a
-// close failure only when fn succeeded.
-func (a *app) withStore(ctx context.Context, fn func(s *sqlite.Store) error) error {
-	s, err := a.open(ctx)
+// withStore opens the journal (--store, else --db), runs fn and closes the
+// journal, reporting a close failure only when fn succeeded.
+func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) error {
+	s, _, err := a.openStore(ctx, a.storeArg, false)
 	if err != nil {
 		return err
 	}

@@ -66,12 +66,12 @@ func (a *app) serveCmd() *cobra.Command {
 				return usageErrorf("--checkpoint-interval must be positive and --checkpoint-every at least 1")
 			}
 			c.ready = a.onServe
+			c.storeArg = a.storeArg
 			return a.serve(cmd.Context(), c)
 		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.StringVar(&c.storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
 	f.StringVar(&c.policy, "policy", "", "tlog-policy file naming the witnesses (with URLs) and the quorum")
 	f.BoolVar(&c.public, "public", false, "answer checkpoint and proof reads without a token")
 	f.DurationVar(&c.interval, "checkpoint-interval", time.Minute, "sign a checkpoint this often")

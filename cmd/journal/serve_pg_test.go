@@ -59,4 +59,16 @@ func TestServePostgres(t *testing.T) {
 		code, b := sv.do("GET", "/v1/checkpoint", tok, "")
 		return code == http.StatusOK && strings.Contains(b, "\n1\n")
 	})
+	sv.stop()
+
+	// The other commands reach the same database with --store.
+	pg := []string{"--tenant", tenant, "--store", dsn, "--key", key}
+	out := mustCLI(t, "", "", append(pg, "checkpoint")...)
+	if !strings.Contains(out, "\n1\n") {
+		t.Errorf("journal checkpoint on postgres: %s", out)
+	}
+	mustCLI(t, "", "", append(pg, "verify", "--all")...)
+	if r := cli(t, "", "", append(pg, "witnessed")...); r.code != exitFailure || !strings.Contains(r.stderr, "no checkpoint is witnessed") {
+		t.Errorf("journal witnessed with no policy: exit %d %s", r.code, r.stderr)
+	}
 }

@@ -15,7 +15,7 @@ import (
 
 // withTokens runs fn on the journal's token store.
 func (a *app) withTokens(ctx context.Context, storeArg string, fn func(ts store.TokenStore) error) error {
-	js, _, err := a.openStore(ctx, storeArg, false)
+	js, _, err := a.openStore(ctx, a.storeArg, false)
 	if err != nil {
 		return err
 	}
@@ -28,7 +28,6 @@ func (a *app) withTokens(ctx context.Context, storeArg string, fn func(ts store.
 }
 
 func (a *app) tokenCmd() *cobra.Command {
-	var storeArg string
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Create, list or revoke API tokens for 'journal serve'",
@@ -43,7 +42,6 @@ printed once, at creation.`,
 			return usageErrorf("token needs a subcommand: create, list or revoke")
 		},
 	}
-	cmd.PersistentFlags().StringVar(&storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
 
 	var role, name string
 	var asJSON bool
@@ -61,7 +59,7 @@ printed once, at creation.`,
 				return err
 			}
 			t := store.Token{ID: id, Tenant: a.tenant, Role: role, Name: name, Hash: hash, Created: time.Now().UTC()}
-			return a.withTokens(cmd.Context(), storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
 				if err := ts.CreateToken(cmd.Context(), t); err != nil {
 					return err
 				}
@@ -85,7 +83,7 @@ printed once, at creation.`,
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			return a.withTokens(cmd.Context(), storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
 				toks, err := ts.Tokens(cmd.Context())
 				if err != nil {
 					return err
@@ -113,7 +111,7 @@ printed once, at creation.`,
 		Short: "Revoke a token; it stops working at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
-			return a.withTokens(cmd.Context(), storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
 				ok, err := ts.RevokeToken(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -131,7 +129,7 @@ printed once, at creation.`,
 }
 
 func (a *app) witnessedCmd() *cobra.Command {
-	var storeArg, policyPath string
+	var policyPath string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "witnessed [--json]",
@@ -143,7 +141,7 @@ that policy before it is printed.`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			js, _, err := a.openStore(ctx, storeArg, false)
+			js, _, err := a.openStore(ctx, a.storeArg, false)
 			if err != nil {
 				return err
 			}
@@ -194,7 +192,6 @@ that policy before it is printed.`,
 			return err
 		}),
 	}
-	cmd.Flags().StringVar(&storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
 	cmd.Flags().StringVar(&policyPath, "policy", "", "check the note with this tlog-policy file before printing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {origin, size, root, note, witnessed_at} as JSON")
 	return cmd
