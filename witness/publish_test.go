@@ -470,3 +470,25 @@ func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 		t.Fatalf("witnessed %d", got)
 	}
 }
+
+// TestPublisherQuorumNone: a policy needing no cosignature marks each
+// queued checkpoint witnessed at once, with the log signature alone.
+func TestPublisherQuorumNone(t *testing.T) {
+	ctx := context.Background()
+	e := newPubEnv(t)
+	pol, err := checkpoint.ParsePolicy([]byte("log " + e.vkey + "\nquorum none\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := e.sealAndSign(1)
+	if err := p.Enqueue(ctx, size); err != nil {
+		t.Fatal(err)
+	}
+	if got := witnessedSize(t, e.j); got != size {
+		t.Errorf("witnessed %d, want %d", got, size)
+	}
+}

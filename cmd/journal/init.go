@@ -30,6 +30,12 @@ fixed at creation; the default is a fresh "runseal/<ulid>".`,
 					return usageErrorf("--origin: %v", err)
 				}
 			}
+			if isDSN(a.storeArg) {
+				return usageErrorf("init creates a journal file; a postgres:// store is created on first use (journal serve --store DSN --key FILE)")
+			}
+			if a.storeArg != "" {
+				a.db = a.storeArg
+			}
 			path := a.dbPath()
 			abs, err := filepath.Abs(path)
 			if err != nil {

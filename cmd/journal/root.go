@@ -112,8 +112,9 @@ The journal file:
   --db PATH          if given, else
   $RUNSEAL_DB        if set and not empty, else
   ./runseal.db       in the current directory.
-Only "journal init" creates a file; every other command refuses a path where
-no journal exists, so a typo never starts an empty journal.
+Only "journal init" and "journal serve" create a file; every other command
+refuses a path where no journal exists, so a typo never starts an empty
+journal. --store takes a journal path or a postgres:// DSN instead.
 
 Output is text for people; --json gives machine output: one JSON document,
 or JSON Lines for streams (read, append, verify --all). Errors and logs go to
