@@ -295,6 +295,12 @@ func TestServeWitnessedEndToEnd(t *testing.T) {
 	pollUntil(t, "size 2 is witnessed once w2 is back", func() bool { return witnessedSize() == 2 })
 	_, body = sv.do("GET", "/v1/checkpoint/witnessed", "", "")
 	verifyInterop(t, []byte(body), origin, vkey, w1.vkey, w2.vkey)
+	metrics := sv.must("GET", "/metrics", writer, "")
+	for _, m := range []string{"runseal_publisher_witnessed_size 2", `runseal_publisher_cosigned_size{witness="w2.example+`, "runseal_http_requests_total"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
 	sv.stop()
 
 	out := mustCLI(t, db, "", "witnessed", "--json", "--policy", policy)
