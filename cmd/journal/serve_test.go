@@ -303,6 +303,27 @@ func TestServeWitnessedEndToEnd(t *testing.T) {
 	}
 	sv.stop()
 
+	// Under a stricter policy, what was witnessed under the old one is not
+	// vouched for.
+	_, w3, err := checkpoint.GenerateCosignerKey(rand.Reader, "w3.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := filepath.Join(t.TempDir(), "strict")
+	pol3 := fmt.Sprintf("log %s\nwitness w1 %s http://%s\nwitness w2 %s http://%s\nwitness w3 %s http://127.0.0.1:1\ngroup all3 all w1 w2 w3\nquorum all3\n",
+		vkey, w1.vkey, w1.addr, w2.vkey, w2.addr, w3)
+	if err := os.WriteFile(strict, []byte(pol3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sv = startServe(t, db, "--policy", strict, "--public")
+	if code, b := sv.do("GET", "/v1/checkpoint/witnessed", "", ""); code == http.StatusOK {
+		t.Errorf("served a checkpoint witnessed under a weaker policy as witnessed:\n%s", b)
+	}
+	sv.stop()
+	if r := cli(t, db, "", "witnessed", "--policy", strict); r.code != exitFailure {
+		t.Errorf("journal witnessed --policy (stricter): exit %d, want 1", r.code)
+	}
+
 	out := mustCLI(t, db, "", "witnessed", "--json", "--policy", policy)
 	var wj struct {
 		Size         uint64

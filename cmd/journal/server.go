@@ -72,8 +72,7 @@ const (
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	h := func(pattern string, need role, fn func(w http.ResponseWriter, r *http.Request) error) {
-		route := pattern
-		mux.Handle(pattern, s.instrument(route, s.authorize(need, fn)))
+		mux.Handle(pattern, s.instrument(pattern, s.authorize(need, fn)))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := s.health(r.Context()); err != nil {
@@ -332,7 +331,25 @@ func (s *server) getWitnessed(w http.ResponseWriter, r *http.Request) error {
 	if sc == nil {
 		return notFound("no checkpoint is witnessed yet")
 	}
+	if s.policy != nil {
+		// Kept under an earlier policy is not witnessed under this one:
+		// check again rather than vouch for it.
+		if _, err := s.policy.Verify(sc.Note, policyLogArgs(s.policy, s.logKey)...); err != nil {
+			return fmt.Errorf("the kept witnessed checkpoint %d does not meet the configured policy: %w", sc.Size, err)
+		}
+	}
 	return writeNote(w, sc.Note)
+}
+
+// policyLogArgs returns the log verifiers to pass Policy.Verify besides
+// the policy's own: this log's key, unless the policy already lists it.
+func policyLogArgs(p *checkpoint.Policy, logKey note.Verifier) []note.Verifier {
+	for _, l := range p.Logs() {
+		if l.Name() == logKey.Name() && l.KeyHash() == logKey.KeyHash() {
+			return nil
+		}
+	}
+	return []note.Verifier{logKey}
 }
 
 func parseSize(field, v string) (uint64, error) {

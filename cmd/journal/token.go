@@ -10,7 +10,6 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
-	"golang.org/x/mod/sumdb/note"
 )
 
 // withTokens runs fn on the journal's token store.
@@ -171,11 +170,7 @@ that policy before it is printed.`,
 				if err != nil {
 					return err
 				}
-				extra := []note.Verifier{lv}
-				if checkPolicyLog(pol, lv, js.Origin()) == nil && len(pol.Logs()) > 0 {
-					extra = nil
-				}
-				signed, err := pol.Verify(w.Note, extra...)
+				signed, err := pol.Verify(w.Note, policyLogArgs(pol, lv)...)
 				if err != nil {
 					return fmt.Errorf("the witnessed checkpoint %d does not verify with %s: %w", w.Size, policyPath, err)
 				}
