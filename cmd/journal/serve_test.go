@@ -504,3 +504,111 @@ func TestServeFirstStart(t *testing.T) {
 		t.Errorf("healthz: %d", code)
 	}
 }
+
+// TestServeAPI walks every read and write route once and checks the shape
+// of each answer.
+func TestServeAPI(t *testing.T) {
+	db := newJournal(t)
+	tok := createToken(t, db, "default", "writer")
+	sv := startServe(t, db, "--checkpoint-interval", "1h", "--checkpoint-every", "1000")
+	run := store.NewRunID()
+	r := "/v1/runs/" + run.String()
+
+	var l store.Lease
+	if err := json.Unmarshal([]byte(sv.must("POST", r+"/lease", tok, `{"owner":"w","ttl_seconds":30}`)), &l); err != nil || l.Epoch != 1 || l.Owner != "w" {
+		t.Fatalf("acquire: %+v %v", l, err)
+	}
+	if code, _ := sv.do("POST", r+"/lease", tok, `{"owner":"w","ttl_seconds":30}`); code != 409 {
+		t.Errorf("acquire of a held lease: %d, want 409", code)
+	}
+	if code, _ := sv.do("POST", r+"/lease", tok, `{"owner":"w","ttl_seconds":30,"extra":1}`); code != 400 {
+		t.Errorf("unknown field: %d, want 400", code)
+	}
+	var l2 store.Lease
+	if err := json.Unmarshal([]byte(sv.must("POST", r+"/lease/renew", tok, `{"owner":"w","epoch":1,"ttl_seconds":60}`)), &l2); err != nil || l2.Epoch != 1 || !l2.Expires.After(l.Expires) {
+		t.Errorf("renew: %+v %v", l2, err)
+	}
+	if code, _ := sv.do("POST", r+"/lease/renew", tok, `{"owner":"x","epoch":1,"ttl_seconds":60}`); code != 409 {
+		t.Errorf("renew by another owner: %d, want 409", code)
+	}
+	var acks struct {
+		Records []struct {
+			Line int
+			Seq  uint64
+			Hash string
+		}
+	}
+	body := line(run, "RunAdmitted", `"source":"api"`) + line(run, "Note", `"text":"x"`) + line(run, "RunConcluded", `"outcome":"succeeded"`)
+	if err := json.Unmarshal([]byte(sv.must("POST", "/v1/append?epoch=1", tok, body)), &acks); err != nil || len(acks.Records) != 3 || acks.Records[2].Seq != 3 {
+		t.Fatalf("append: %+v %v", acks, err)
+	}
+	if code, _ := sv.do("POST", "/v1/append?epoch=2", tok, line(run, "Note", "")); code != 409 {
+		t.Errorf("append under a stale epoch: %d, want 409 (fenced)", code)
+	}
+	if code, _ := sv.do("POST", "/v1/append?epoch=1", tok, `{"run":"nope"}`); code != 400 {
+		t.Errorf("malformed append: %d, want 400", code)
+	}
+	if code, _ := sv.do("POST", "/v1/append", tok, line(run, "Note", "")); code != 400 {
+		t.Errorf("append without epoch: %d, want 400", code)
+	}
+	var recs struct {
+		Records []struct {
+			Seq uint64
+			Raw json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(sv.must("GET", r+"/records?from=2&limit=1", tok, "")), &recs); err != nil || len(recs.Records) != 1 || recs.Records[0].Seq != 2 || !strings.Contains(string(recs.Records[0].Raw), `"kind":"Note"`) {
+		t.Errorf("read page: %+v %v", recs, err)
+	}
+	if b := sv.must("GET", r+"/head", tok, ""); !strings.Contains(b, `"seq":3`) {
+		t.Errorf("head: %s", b)
+	}
+	if b := sv.must("GET", r+"/verify", tok, ""); !strings.Contains(b, `"ok":true`) {
+		t.Errorf("verify: %s", b)
+	}
+	for q, want := range map[string]string{
+		"?by=id":                        run.String(),
+		"?by=recent&source=api":         run.String(),
+		"?by=outcome&outcome=succeeded": run.String(),
+		"?by=waiting":                   `"runs":[]`,
+		"?by=abandoned":                 `"runs":[]`,
+	} {
+		if b := sv.must("GET", "/v1/runs"+q, tok, ""); !strings.Contains(b, want) {
+			t.Errorf("GET /v1/runs%s: %s, want %s", q, b, want)
+		}
+	}
+	if code, _ := sv.do("GET", "/v1/runs?by=nope", tok, ""); code != 400 {
+		t.Errorf("unknown listing: %d, want 400", code)
+	}
+	if code, _ := sv.do("GET", "/v1/runs?limit=0", tok, ""); code != 400 {
+		t.Errorf("limit 0: %d, want 400", code)
+	}
+	if b := sv.must("GET", r+"/cancellation", tok, ""); !strings.Contains(b, `"cancellation":null`) {
+		t.Errorf("cancellation before any: %s", b)
+	}
+	if code, _ := sv.do("POST", "/v1/checkpoint", tok, ""); code != 409 {
+		t.Errorf("signing an empty log: %d, want 409", code)
+	}
+	if b := sv.must("POST", r+"/seal", tok, `{"epoch":1,"outcome":"succeeded"}`); !strings.Contains(b, `"leaf"`) {
+		t.Errorf("seal: %s", b)
+	}
+	if code, _ := sv.do("POST", r+"/seal", tok, `{"epoch":1,"outcome":"bogus"}`); code < 400 || code >= 500 {
+		t.Errorf("seal with a bad outcome: %d, want 4xx", code)
+	}
+	n := sv.must("POST", "/v1/checkpoint", tok, "")
+	if !strings.Contains(n, "\n1\n") || !strings.Contains(n, "\u2014 ") {
+		t.Errorf("POST /v1/checkpoint: %q", n)
+	}
+	if got := sv.must("GET", "/v1/checkpoint", tok, ""); got != n {
+		t.Errorf("GET /v1/checkpoint = %q, want the note just signed %q", got, n)
+	}
+	if b := sv.must("POST", r+"/lease/release", tok, `{"epoch":1}`); !strings.Contains(b, `"released":true`) {
+		t.Errorf("release: %s", b)
+	}
+	if b := sv.must("POST", r+"/cancel", tok, `{"actor":"ops","reason":"test"}`); !strings.Contains(b, `"created":true`) {
+		t.Errorf("cancel: %s", b)
+	}
+	if code, _ := sv.do("GET", "/v1/runs/not-a-run/head", tok, ""); code != 400 {
+		t.Errorf("bad run id: %d, want 400", code)
+	}
+}
