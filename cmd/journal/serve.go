@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +50,7 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
+	tenants   []string          // served besides --tenant
 	ready     func(addr string) // tests learn the bound address
 }
 
@@ -72,6 +75,7 @@ func (a *app) serveCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringSliceVar(&c.tenants, "tenants", nil, "more tenants to serve besides --tenant (comma-separated); requests name theirs with ?tenant=")
 	f.StringVar(&c.policy, "policy", "", "tlog-policy file naming the witnesses (with URLs) and the quorum")
 	f.BoolVar(&c.public, "public", false, "answer checkpoint and proof reads without a token")
 	f.DurationVar(&c.interval, "checkpoint-interval", time.Minute, "sign a checkpoint this often")
@@ -94,28 +98,125 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		}
 		pol = p
 	}
-	js, created, err := a.openStore(ctx, c.storeArg, true)
+	tenants := []string{a.tenant}
+	for _, t := range c.tenants {
+		if t != "" && !slices.Contains(tenants, t) {
+			tenants = append(tenants, t)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runseal_http_requests_total", Help: "HTTP API requests by route and status code.",
+	}, []string{"route", "code"})
+	reg.MustRegister(reqs)
+	closing := make(chan struct{})
+
+	// One server per tenant, each over its own store handle, signer and
+	// publisher; one listener routes each request by its tenant parameter.
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			s.st.Close()
+		}
+	}()
+	for _, tenant := range tenants {
+		a.tenant = tenant
+		s, err := a.tenantServer(ctx, c, pol, reg, reqs, closing)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", tenant, err)
+		}
+		servers = append(servers, s)
+	}
+	a.tenant = tenants[0]
+	byTenant := make(map[string]http.Handler, len(servers))
+	for _, s := range servers {
+		byTenant[s.tenant] = s.routes()
+	}
+	first := byTenant[servers[0].tenant]
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := byTenant[r.URL.Query().Get("tenant")]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		// No tenant named (the default), or one not served: the first
+		// server authenticates and, for a tenant it does not serve,
+		// answers 404 after the token is checked.
+		first.ServeHTTP(w, r)
+	})
+
+	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
 	}
-	defer js.Close()
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	for _, s := range servers {
+		a.log.Info("serve: serving tenant", "tenant", s.tenant, "origin", s.origin, "witnesses", s.pub != nil)
+	}
+	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
+	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", a.dbPathOr(c.storeArg), servers[0].origin, ln.Addr())
+	if c.ready != nil {
+		c.ready(ln.Addr().String())
+	}
+
+	bg, cancelBG := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() { s.runSigner(bg, c.interval, c.every) })
+		if s.pub != nil {
+			wg.Go(func() {
+				if err := s.pub.Run(bg); err != nil {
+					a.log.Error("serve: publisher stopped", "tenant", s.tenant, "err", err)
+				}
+			})
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	close(closing)
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	serr := srv.Shutdown(shutCtx)
+	cancelBG()
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return serr
+}
+
+// tenantServer opens a.tenant's store (creating the journal and key on
+// first start) and makes its server, signer and publisher.
+func (a *app) tenantServer(ctx context.Context, c serveConfig, pol *checkpoint.Policy, reg *prometheus.Registry, reqs *prometheus.CounterVec, closing chan struct{}) (*server, error) {
+	js, created, err := a.openStore(ctx, c.storeArg, true)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*server, error) {
+		js.Close()
+		return nil, err
+	}
 	if created {
 		a.log.Info("serve: created a new journal and its log key", "journal", a.dbPath(), "key", a.keyPath(), "origin", js.Origin())
 		fmt.Fprintf(a.stderr, "journal: created journal at %s and its log key at %s (origin %s)\n", a.dbPath(), a.keyPath(), js.Origin())
 	}
 	st, ok := js.(serveStore)
 	if !ok {
-		return fmt.Errorf("this store cannot serve: it keeps no witness publications or tokens")
+		return fail(fmt.Errorf("this store cannot serve: it keeps no witness publications or tokens"))
 	}
 	if isDSN(c.storeArg) {
 		// A database has no file beside which a key could live: the key
 		// path must be named, and on first start the key is made there.
 		if a.key == "" && os.Getenv(envKey) == "" {
-			return usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey)
+			return fail(usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey))
 		}
 		if _, err := os.Stat(a.keyPath()); errors.Is(err, fs.ErrNotExist) {
 			if _, err := createKey(a.keyPath(), js.Origin()); err != nil {
-				return err
+				return fail(err)
 			}
 			a.log.Info("serve: created the log key", "key", a.keyPath(), "origin", js.Origin())
 			fmt.Fprintf(a.stderr, "journal: created the log key at %s (origin %s)\n", a.keyPath(), js.Origin())
@@ -123,73 +224,30 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	}
 	signer, vkey, err := loadSigner(a.keyPath(), js.Origin())
 	if err != nil {
-		return err
+		return fail(err)
 	}
 	logKey, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s := &server{
-		st: st, tenant: js.Tenant(), public: c.public, signer: signer, logKey: logKey, policy: pol,
-		log: a.log, reg: reg, sealed: make(chan struct{}, 1024), closing: make(chan struct{}),
-		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "runseal_http_requests_total", Help: "HTTP API requests by route and status code.",
-		}, []string{"route", "code"}),
+		st: st, tenant: js.Tenant(), origin: js.Origin(), public: c.public, signer: signer, logKey: logKey, policy: pol,
+		log: a.log.With("tenant", js.Tenant()), reg: reg, reqs: reqs,
+		sealed: make(chan struct{}, 1024), closing: closing,
 	}
-	reg.MustRegister(s.reqs)
 	if pol != nil {
 		if err := checkPolicyLog(pol, logKey, js.Origin()); err != nil {
-			return usageErrorf("--policy: %v", err)
+			return fail(usageErrorf("--policy: %v", err))
 		}
 		s.pub, err = witness.NewPublisher(st, pol, logKey, witness.PublisherOptions{
-			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: a.log, Registerer: reg,
+			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: s.log,
+			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"tenant": js.Tenant()}, reg),
 		})
 		if err != nil {
-			return usageErrorf("--policy: %v", err)
+			return fail(usageErrorf("--policy: %v", err))
 		}
 	}
-
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
-	a.log.Info("serve: listening", "addr", ln.Addr().String(), "origin", js.Origin(), "tenant", js.Tenant(), "public", c.public, "witnesses", pol != nil)
-	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", a.dbPathOr(c.storeArg), js.Origin(), ln.Addr())
-	if c.ready != nil {
-		c.ready(ln.Addr().String())
-	}
-
-	bg, cancelBG := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
-	go func() { s.runSigner(bg, c.interval, c.every); done <- struct{}{} }()
-	go func() {
-		if s.pub != nil {
-			if err := s.pub.Run(bg); err != nil {
-				a.log.Error("serve: publisher stopped", "err", err)
-			}
-		}
-		done <- struct{}{}
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-	}
-	close(s.closing)
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	serr := srv.Shutdown(shutCtx)
-	cancelBG()
-	<-done
-	<-done
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return serr
+	return s, nil
 }
 
 func (a *app) dbPathOr(storeArg string) string {

@@ -296,7 +296,7 @@ func TestServeWitnessedEndToEnd(t *testing.T) {
 	_, body = sv.do("GET", "/v1/checkpoint/witnessed", "", "")
 	verifyInterop(t, []byte(body), origin, vkey, w1.vkey, w2.vkey)
 	metrics := sv.must("GET", "/metrics", writer, "")
-	for _, m := range []string{"runseal_publisher_witnessed_size 2", `runseal_publisher_cosigned_size{witness="w2.example+`, "runseal_http_requests_total"} {
+	for _, m := range []string{`runseal_publisher_witnessed_size{tenant="default"} 2`, `runseal_publisher_cosigned_size{tenant="default",witness="w2.example+`, "runseal_http_requests_total"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}
@@ -610,5 +610,48 @@ func TestServeAPI(t *testing.T) {
 	}
 	if code, _ := sv.do("GET", "/v1/runs/not-a-run/head", tok, ""); code != 400 {
 		t.Errorf("bad run id: %d, want 400", code)
+	}
+}
+
+// TestServeTenants: one server, two tenants of one journal file, each with
+// its own log (origin) and checkpoints; a token reaches only its tenant.
+func TestServeTenants(t *testing.T) {
+	db := newJournal(t)
+	def := createToken(t, db, "default", "writer")
+	acme := createToken(t, db, "acme", "writer")
+	sv := startServe(t, db, "--tenants", "acme")
+	sv.sealViaAPI(def)
+	sv.tenant = "acme"
+	sv.sealViaAPI(acme)
+	sv.sealViaAPI(acme)
+	pollUntil(t, "acme's size 2 is signed", func() bool {
+		code, b := sv.do("GET", "/v1/checkpoint", acme, "")
+		return code == 200 && strings.Contains(b, "\n2\n")
+	})
+	_, b := sv.do("GET", "/v1/checkpoint", acme, "")
+	if first, _, _ := strings.Cut(b, "\n"); !strings.HasSuffix(first, "/acme") {
+		t.Errorf("acme's checkpoint origin %q is not <log origin>/acme", first)
+	}
+	vkey := strings.TrimSpace(mustCLI(t, db, "", "--tenant", "acme", "key"))
+	lv, err := note.NewVerifier(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := note.Open([]byte(b), note.VerifierList(lv)); err != nil {
+		t.Errorf("acme's checkpoint does not open with acme's key: %v", err)
+	}
+	if code, _ := sv.do("GET", "/v1/runs", def, ""); code != 403 {
+		t.Errorf("default's token on acme: %d, want 403", code)
+	}
+	sv.tenant = ""
+	pollUntil(t, "default's size 1 is signed", func() bool {
+		code, b := sv.do("GET", "/v1/checkpoint", def, "")
+		return code == 200 && strings.Contains(b, "\n1\n")
+	})
+	if code, _ := sv.do("GET", "/v1/runs", acme, ""); code != 403 {
+		t.Errorf("acme's token on default: %d, want 403", code)
+	}
+	if code, _ := sv.do("GET", "/v1/runs?tenant=zeta", acme, ""); code != 403 {
+		t.Errorf("acme's token on an unserved tenant: %d, want 403", code)
 	}
 }

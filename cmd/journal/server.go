@@ -46,6 +46,7 @@ type serveStore interface {
 type server struct {
 	st      serveStore
 	tenant  string
+	origin  string
 	public  bool // the read surface of spec/http.md §2 answers without a token
 	signer  note.Signer
 	logKey  note.Verifier
