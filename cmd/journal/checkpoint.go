@@ -16,7 +16,6 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // envKey names the environment variable that overrides the key path.
@@ -31,6 +30,9 @@ func (a *app) keyPath() string {
 	}
 	if p := os.Getenv(envKey); p != "" {
 		return p
+	}
+	if isDSN(a.storeArg) {
+		return "" // a database has no path to put a key beside: --key is required
 	}
 	return a.dbPath() + ".key"
 }
@@ -102,7 +104,7 @@ journal path + ".key").`,
   journal key --tenant acme --json`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				_, vkey, err := loadSigner(a.keyPath(), s.Origin())
 				if err != nil {
 					return err
@@ -134,7 +136,7 @@ the kept note, so one size is never published two ways.`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(s *sqlite.Store) error {
+			return a.withStore(ctx, func(s journalStore) error {
 				signer, _, err := loadSigner(a.keyPath(), s.Origin())
 				if err != nil {
 					return err
@@ -158,7 +160,7 @@ the kept note, so one size is never published two ways.`,
 
 // signAndKeep signs the store's current checkpoint and keeps it, returning
 // what the store kept (the first note of that size).
-func signAndKeep(ctx context.Context, s *sqlite.Store, signer note.Signer) (store.SignedCheckpoint, error) {
+func signAndKeep(ctx context.Context, s journalStore, signer note.Signer) (store.SignedCheckpoint, error) {
 	cur, err := s.Checkpoint(ctx)
 	if err != nil {
 		return store.SignedCheckpoint{}, err
@@ -178,7 +180,7 @@ func signAndKeep(ctx context.Context, s *sqlite.Store, signer note.Signer) (stor
 
 // checkpointFor returns the checkpoint a proof at size is against: the
 // signed note kept for that size when there is one, else the unsigned body.
-func checkpointFor(ctx context.Context, s *sqlite.Store, size uint64) (store.Checkpoint, string, error) {
+func checkpointFor(ctx context.Context, s journalStore, size uint64) (store.Checkpoint, string, error) {
 	cp, err := s.CheckpointAt(ctx, size)
 	if err != nil {
 		return cp, "", err
@@ -267,7 +269,7 @@ sealed at or after --size, has no proof: that is a failure (exit 1).`,
 				return err
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(s *sqlite.Store) error {
+			return a.withStore(ctx, func(s journalStore) error {
 				at := size
 				if !cmd.Flags().Changed("size") {
 					cur, err := s.Checkpoint(ctx)
@@ -318,7 +320,7 @@ OLD above NEW, or NEW beyond the log, is refused.`,
 				sizes[i] = n
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(s *sqlite.Store) error {
+			return a.withStore(ctx, func(s journalStore) error {
 				newSize := uint64(0)
 				if len(sizes) == 2 {
 					newSize = sizes[1]

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // pageSize is how many records one read transaction fetches. Reading page by
@@ -47,7 +46,7 @@ record's canonical body, byte for byte as stored and hashed.`,
 			if from == 0 {
 				return usageErrorf("--from 0: seqs start at 1")
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				w := bufio.NewWriterSize(a.stdout, 64<<10)
 				err := readRun(cmd.Context(), s, run, store.Seq(from), limit, w, asJSON)
 				if ferr := w.Flush(); ferr != nil && err == nil {
@@ -197,7 +196,7 @@ least that many", and a note on stderr says so.`,
 					return usageErrorf("--case %q is not a case id (a 26-character ULID, optionally prefixed case_)", caseArg)
 				}
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				ctx := cmd.Context()
 				var n int
 				var err error

@@ -7,7 +7,6 @@ import (
 
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 func (a *app) studyCmd() *cobra.Command {
@@ -55,7 +54,7 @@ the study's next operation.`,
 			if err != nil || c.IsZero() {
 				return usageErrorf("STUDY %q is not a study id (a 26-character ULID, optionally prefixed case_)", args[0])
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				v, err := lifecycle.ReadStudyView(cmd.Context(), s, lifecycle.StudyID(c.String()))
 				if lifecycle.KindOf(err) == lifecycle.KindNotFound {
 					return fmt.Errorf("no study %s in the journal (tenant %s)", c, a.tenant)

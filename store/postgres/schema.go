@@ -120,6 +120,42 @@ CREATE TABLE {S}.signed_checkpoints(
 	signed_at timestamptz NOT NULL,
 	PRIMARY KEY (tenant, size));
 `},
+	{"witness publications, cosignatures, witnessed checkpoints, API tokens", `
+CREATE TABLE {S}.publications(
+	tenant     text COLLATE "C" NOT NULL,
+	witness    text COLLATE "C" NOT NULL,
+	size       bigint NOT NULL CHECK (size >= 0),
+	attempts   integer NOT NULL,
+	next_at    timestamptz NOT NULL,
+	last_error text NOT NULL,
+	PRIMARY KEY (tenant, witness, size));
+CREATE TABLE {S}.cosignatures(
+	tenant  text COLLATE "C" NOT NULL,
+	witness text COLLATE "C" NOT NULL,
+	size    bigint NOT NULL CHECK (size >= 0),
+	lines   bytea NOT NULL,
+	at      timestamptz NOT NULL,
+	PRIMARY KEY (tenant, size, witness));
+CREATE TABLE {S}.witness_state(
+	tenant        text COLLATE "C" NOT NULL,
+	witness       text COLLATE "C" NOT NULL,
+	cosigned_size bigint NOT NULL CHECK (cosigned_size >= 0),
+	PRIMARY KEY (tenant, witness));
+CREATE TABLE {S}.witnessed(
+	tenant text COLLATE "C" NOT NULL,
+	size   bigint NOT NULL CHECK (size >= 0),
+	note   bytea NOT NULL,
+	at     timestamptz NOT NULL,
+	PRIMARY KEY (tenant, size));
+CREATE TABLE {S}.tokens(
+	id      text COLLATE "C" PRIMARY KEY,
+	tenant  text COLLATE "C" NOT NULL,
+	role    text NOT NULL CHECK (role IN ('reader', 'writer')),
+	name    text NOT NULL,
+	hash    bytea NOT NULL CHECK (length(hash) = 32),
+	created timestamptz NOT NULL,
+	revoked timestamptz);
+`},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is

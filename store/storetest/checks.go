@@ -99,6 +99,9 @@ var checks = []check{
 	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
 	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
 	{"log/signed-checkpoints-kept", checkSignedCheckpoints},
+	// publication and tokens (optional interfaces)
+	{"publish/outbox-and-cosignatures", checkPublications},
+	{"auth/tokens-kept-hashed", checkTokens},
 }
 
 func checkGenesisHead(t *T) {
