@@ -58,52 +58,149 @@ func storeReadKind(k string) bool {
 }
 
 // decodeRecordBody decodes a record's raw bytes with exactly the rules of
-// store.DecodeBody, faster: canon.CheckObject proves the bytes canonical in
-// one pass, and only the small routing members are handed to DecodeBody
-// (a canonical object minus some members is still canonical, and members
-// outside the routing set never make a body invalid). Bodies of the kinds
-// the store reads are decoded in full and their fields validated with
-// store.ReadFacts, whose outcome the caller needs. The fields of other kinds
-// are not returned.
-func decodeRecordBody(raw []byte, scratch *[]byte) (store.Body, store.Facts, error) {
+// store.DecodeBody, at hashing speed: canon.CheckObject proves the bytes
+// canonical in one pass without building a tree, and the routing members
+// are decoded from the bytes it hands over, by the rules of spec/records.md
+// section 2 (FuzzDecodeRecordBody holds this to store.DecodeBody on every
+// input). Members outside the routing set are the kind's own and never make
+// a body invalid, so only the bodies of the kinds the store reads are
+// decoded in full, by store.DecodeBody, and their fields validated by
+// store.ReadFacts, whose outcome the caller needs. The fields of other
+// kinds are not returned.
+func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 	if len(raw) > store.MaxRecordBytes {
 		return store.Body{}, store.Facts{}, &store.RecordTooLargeError{Bytes: len(raw), Limit: store.MaxRecordBytes}
 	}
-	red := append((*scratch)[:0], '{')
+	var b store.Body
+	var seen [len(routingFields)]bool
+	var ferr error
+	fail := func(format string, args ...any) {
+		if ferr == nil {
+			ferr = fmt.Errorf("record body: "+format, args...)
+		}
+	}
 	err := canon.CheckObject(raw, func(k, v []byte) {
-		for _, r := range routingFields {
-			if string(k) == r {
-				if len(red) > 1 {
-					red = append(red, ',')
-				}
-				red = append(red, '"')
-				red = append(red, k...)
-				red = append(red, '"', ':')
-				red = append(red, v...)
-				return
+		switch string(k) {
+		case "seq":
+			seen[6] = true
+			b.Seq = store.Seq(bodyUint(v, 64, "seq", fail))
+		case "epoch":
+			seen[2] = true
+			b.Epoch = store.Epoch(bodyUint(v, 64, "epoch", fail))
+		case "v":
+			seen[8] = true
+			b.V = uint16(bodyUint(v, 16, "v", fail))
+		case "step":
+			seen[7] = true
+			n := uint32(bodyUint(v, 32, "step", fail))
+			b.Step = &n
+		case "run":
+			seen[5] = true
+			s := bodyString(v, "run", fail)
+			r, err := store.ParseRunID(s)
+			if err != nil || r.String() != s || r.IsZero() {
+				fail("run %q is not a bare, non-zero ULID", s)
 			}
+			b.Run = r
+		case "case":
+			seen[0] = true
+			s := bodyString(v, "case", fail)
+			c, err := store.ParseCaseID(s)
+			if err != nil || c.String() != s || c.IsZero() {
+				fail("case %q is not a bare, non-zero ULID", s)
+			}
+			b.Case = c
+		case "phase":
+			seen[4] = true
+			if s := bodyString(v, "phase", fail); s != string(store.Compensating) {
+				fail("phase %q is not \"compensating\"", s)
+			}
+			b.Phase = store.Compensating
+		case "effect_key":
+			seen[1] = true
+			d, err := store.ParseDigest(bodyString(v, "effect_key", fail))
+			if err != nil {
+				fail("effect_key: %v", err)
+			}
+			b.EffectKey = &d
+		case "kind":
+			seen[3] = true
+			s := bodyString(v, "kind", fail)
+			if !validKind(s) {
+				fail("kind %q is not 1 to 64 characters of [A-Za-z0-9_.-]", s)
+			}
+			b.Kind = s
 		}
 	})
-	red = append(red, '}')
-	*scratch = red
 	if err != nil {
 		return store.Body{}, store.Facts{}, fmt.Errorf("record body: %w", err)
 	}
-	b, err := store.DecodeBody(red)
-	if err != nil {
-		return store.Body{}, store.Facts{}, err
+	if ferr != nil {
+		return store.Body{}, store.Facts{}, ferr
+	}
+	for _, i := range [...]int{6, 5, 2, 8, 3} { // seq, run, epoch, v, kind
+		if !seen[i] {
+			return store.Body{}, store.Facts{}, fmt.Errorf("record body: missing %q", routingFields[i])
+		}
+	}
+	if b.Seq == 0 {
+		return store.Body{}, store.Facts{}, fmt.Errorf("record body: seq 0 (seqs start at 1)")
 	}
 	if !storeReadKind(b.Kind) {
 		return b, store.Facts{}, nil
 	}
-	if b, err = store.DecodeBody(raw); err != nil {
+	full, err := store.DecodeBody(raw)
+	if err != nil {
 		return store.Body{}, store.Facts{}, err
 	}
-	f, err := store.ReadFacts(b)
+	f, err := store.ReadFacts(full)
 	if err != nil {
 		return store.Body{}, store.Facts{}, fmt.Errorf("record body: %w", err)
 	}
-	return b, f, nil
+	return full, f, nil
+}
+
+// bodyUint reads a routing member that must be a non-negative integer of at
+// most bits bits. A canonical number is all digits exactly when it is a
+// non-negative integer.
+func bodyUint(v []byte, bits int, name string, fail func(string, ...any)) uint64 {
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			fail("%q is not a non-negative integer", name)
+			return 0
+		}
+	}
+	n, err := strconv.ParseUint(string(v), 10, bits)
+	if err != nil {
+		fail("%q out of range for %d bits", name, bits)
+	}
+	return n
+}
+
+// bodyString reads a routing member that must be a string. Every routing
+// string's valid values are free of the characters canonical JSON escapes,
+// so the bytes between the quotes are the value, and a value with an escape
+// is refused by the caller's own check of it.
+func bodyString(v []byte, name string, fail func(string, ...any)) string {
+	if len(v) < 2 || v[0] != '"' {
+		fail("%q is not a string", name)
+		return ""
+	}
+	return string(v[1 : len(v)-1])
+}
+
+// validKind is store's rule for kinds: 1 to 64 characters of [A-Za-z0-9_.-].
+func validKind(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // runBlock is a run block line: the run, how many record lines follow, and

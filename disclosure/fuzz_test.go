@@ -50,9 +50,8 @@ func FuzzDecodeRecordBody(f *testing.F) {
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"Succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":5,"text":{"seq":"x"},"v":1}`))
-	var scratch []byte
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, gotFacts, err := decodeRecordBody(raw, &scratch)
+		got, gotFacts, err := decodeRecordBody(raw)
 		want, werr := store.DecodeBody(raw)
 		var wantFacts store.Facts
 		if werr == nil && storeReadKind(want.Kind) {

@@ -339,7 +339,6 @@ func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer
 		got      trailer
 		last     store.RunID
 		haveLast bool
-		scratch  []byte
 		rec      scannedRecord
 	)
 	for {
@@ -397,7 +396,7 @@ func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer
 			if err != nil {
 				return nil, trailer{}, [32]byte{}, fail("expected record %d of run %s: %v", seq, blk.Run, err)
 			}
-			body, facts, err := decodeRecordBody(raw, &scratch)
+			body, facts, err := decodeRecordBody(raw)
 			if err != nil {
 				return nil, trailer{}, [32]byte{}, fail("run %s seq %d: %v", blk.Run, seq, err)
 			}

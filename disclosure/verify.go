@@ -213,7 +213,6 @@ type verifier struct {
 	haveLast  bool
 
 	indexes map[uint64]uint64 // log indexes seen, as a sparse bitmap (word index -> bits)
-	scratch []byte
 
 	ended     bool // the trailer was read
 	stopped   bool // a structural finding stopped the reading
@@ -509,7 +508,7 @@ func (v *verifier) record(line []byte) {
 		return
 	}
 	v.rep.Counts.Records++
-	body, facts, err := decodeRecordBody(raw, &v.scratch)
+	body, facts, err := decodeRecordBody(raw)
 	if err != nil {
 		v.find(CheckRecordBody, &run, seq, "%v", err)
 	} else {
