@@ -327,16 +327,32 @@ func (c *cursor) digest() (d [32]byte) {
 		return d
 	}
 	h := c.b[c.pos : c.pos+64]
-	for _, x := range h {
-		if !(x >= '0' && x <= '9' || x >= 'a' && x <= 'f') {
-			c.fail("expected 64 lower-case hex characters")
-			return d
-		}
+	bad := byte(0)
+	for i := range d {
+		hi, lo := unhex[h[2*i]], unhex[h[2*i+1]]
+		bad |= hi | lo
+		d[i] = hi<<4 | lo&0x0f
 	}
-	hex.Decode(d[:], h)
+	if bad&0xf0 != 0 {
+		c.fail("expected 64 lower-case hex characters")
+		return [32]byte{}
+	}
 	c.pos += 64
 	return d
 }
+
+// unhex maps a lower-case hex digit to its value and every other byte to
+// 0xff, so a run of digits decodes with one table look-up each and a single
+// check at the end.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
 
 // runID reads a bare, non-zero, canonical ULID.
 func (c *cursor) runID() store.RunID {

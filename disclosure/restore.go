@@ -362,7 +362,8 @@ func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer
 			if _, err := lr.next(); !errors.Is(err, io.EOF) {
 				return nil, trailer{}, [32]byte{}, fail("data follows the trailer")
 			}
-			return hdr, got, lr.digest(), nil
+			d, _ := lr.digest()
+			return hdr, got, d, nil
 		}
 		if err := parseRunBlock(line, KindExportRun, false, &blk); err != nil {
 			return nil, trailer{}, [32]byte{}, fail("malformed run block: %v", err)

@@ -126,7 +126,7 @@ type Report struct {
 	Verdict    Verdict           `json:"verdict"`
 	Kind       string            `json:"kind,omitempty"`
 	Version    uint64            `json:"version,omitempty"`
-	SHA256     string            `json:"sha256"` // of every byte read
+	SHA256     string            `json:"sha256"` // of the whole input; empty if it could not be read to its end
 	Checkpoint *CheckpointReport `json:"checkpoint,omitempty"`
 	// SelectedRuns and SelectedCases are the header's selection.
 	SelectedRuns  []string `json:"selected_runs,omitempty"`
@@ -178,6 +178,11 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 	v.lr = newLineReader(r, opts.Progress)
 	defer v.lr.close()
 	err := v.run(ctx)
+	if err == nil {
+		// The digest and length are the whole input's, even when checking
+		// stopped early: they name the file that was judged.
+		err = v.lr.drain(ctx)
+	}
 	if err != nil {
 		v.unverifiable(fmt.Sprintf("reading stopped after line %d: %v", v.lr.line, err))
 	}
@@ -214,11 +219,10 @@ type verifier struct {
 
 	indexes map[uint64]uint64 // log indexes seen, as a sparse bitmap (word index -> bits)
 
-	ended     bool // the trailer was read
-	stopped   bool // a structural finding stopped the reading
-	cpLogOK   bool
-	cpQuorum  bool
-	hadPolicy bool
+	ended    bool // the trailer was read
+	stopped  bool // a structural finding stopped the reading
+	cpLogOK  bool // a log key's signature verified, and no signature failed
+	cpQuorum bool // the log signature and the witness policy verified
 }
 
 func (v *verifier) find(check string, run *store.RunID, seq store.Seq, format string, args ...any) {
@@ -362,16 +366,16 @@ func (v *verifier) header(line []byte) bool {
 // and fixes the size and root that proofs are checked against.
 func (v *verifier) checkpoint(h *header) {
 	v.size, v.root = h.Checkpoint.Size, log.Hash(h.Checkpoint.Root)
-	cr := &CheckpointReport{Origin: h.Checkpoint.Origin, Size: h.Checkpoint.Size, Root: h.Checkpoint.Root.String()}
+	nc := CheckNote(h.Note, v.opts)
+	cr := &nc.Report
 	v.rep.Checkpoint = cr
-	body, ok := noteBody(h.Note)
-	if !ok {
-		v.find(CheckCheckpoint, nil, 0, "the header's note is not a signed checkpoint note")
+	if !nc.Parsed {
+		cr.Origin, cr.Size, cr.Root = h.Checkpoint.Origin, h.Checkpoint.Size, h.Checkpoint.Root.String()
 	} else {
 		// Proofs are checked against the note's size and root, the ones
 		// the signatures cover.
+		body := nc.Checkpoint
 		v.size, v.root = body.Size, log.Hash(body.Root)
-		cr.Origin, cr.Size, cr.Root = body.Origin, body.Size, hex.EncodeToString(body.Root[:])
 		if body.Origin != h.Checkpoint.Origin || body.Size != h.Checkpoint.Size || body.Root != [32]byte(h.Checkpoint.Root) {
 			v.find(CheckCheckpoint, nil, 0, "the header's checkpoint (%s, %d, %s) is not the signed note's (%s, %d, %x)",
 				h.Checkpoint.Origin, h.Checkpoint.Size, h.Checkpoint.Root, body.Origin, body.Size, body.Root)
@@ -380,34 +384,102 @@ func (v *verifier) checkpoint(h *header) {
 			v.rep.NotChecked = append(v.rep.NotChecked, "The checkpoint's extension lines: they are opaque, and witnesses make no statement about them.")
 		}
 	}
+	for _, f := range nc.Findings {
+		v.find(CheckCheckpoint, nil, 0, "%s", f)
+	}
+	for _, u := range nc.Unverifiable {
+		v.unverifiable(u)
+	}
+	v.cpLogOK = cr.LogSigned && len(nc.Findings) == 0
+	v.cpQuorum = cr.Verified
+}
 
-	logs := slices.Clone(v.opts.Logs)
-	if v.opts.Policy != nil {
-		logs = append(logs, v.opts.Policy.Logs()...)
+// NoteCheck is what CheckNote established about a signed checkpoint note.
+type NoteCheck struct {
+	Report CheckpointReport
+	// Checkpoint is the note's body. It is parsed whenever Parsed is true,
+	// but only trustworthy when Verdict is Sound.
+	Checkpoint checkpoint.Checkpoint
+	Parsed     bool
+	// Signed holds the verified log and witness signatures when the note
+	// met the keys and the policy.
+	Signed *checkpoint.Signed
+	// Findings say what is false about the note (the verdict is then
+	// NotSound); Unverifiable, what the keys and policy given could not
+	// establish.
+	Findings     []string
+	Unverifiable []string
+}
+
+// Verdict is NotSound with findings, Unverifiable without findings but
+// with something not established, and Sound otherwise.
+func (c *NoteCheck) Verdict() Verdict {
+	switch {
+	case len(c.Findings) > 0:
+		return NotSound
+	case len(c.Unverifiable) > 0:
+		return Unverifiable
+	}
+	return Sound
+}
+
+// CheckNote verifies a signed checkpoint note with the log keys and witness
+// policy of opts, by the rules Verify applies to a package's checkpoint: a
+// valid signature by a log key named as the origin, no invalid signature by
+// any known key, a coherent checkpoint, and the policy's quorum. A note that
+// is malformed or carries an invalid signature is a finding; a note no given
+// log key signed, an unmet quorum, or a missing policy leaves it
+// unverifiable. The report also says which witnesses cosigned, and when.
+func CheckNote(n []byte, opts Options) *NoteCheck {
+	nc := &NoteCheck{}
+	cr := &nc.Report
+	if body, ok := noteBody(n); ok {
+		nc.Checkpoint, nc.Parsed = body, true
+		cr.Origin, cr.Size, cr.Root = body.Origin, body.Size, hex.EncodeToString(body.Root[:])
+	} else {
+		nc.Findings = append(nc.Findings, "the note is not a signed checkpoint note")
+	}
+	classify := func(err error) {
+		switch {
+		case err == nil:
+		case errors.Is(err, checkpoint.ErrInvalidSignature), errors.Is(err, checkpoint.ErrMalformedNote),
+			errors.Is(err, checkpoint.ErrMalformedCheckpoint), errors.Is(err, checkpoint.ErrIncoherent):
+			nc.Findings = append(nc.Findings, fmt.Sprintf("the signed checkpoint does not verify: %v", err))
+		case errors.Is(err, checkpoint.ErrUnverified):
+			nc.Unverifiable = append(nc.Unverifiable, fmt.Sprintf("the checkpoint carries no valid signature by a given log key named %q: %v", cr.Origin, err))
+		case errors.Is(err, checkpoint.ErrPolicyNotMet):
+			nc.Unverifiable = append(nc.Unverifiable, fmt.Sprintf("the witness policy is not met: %v", err))
+		default:
+			nc.Unverifiable = append(nc.Unverifiable, fmt.Sprintf("the checkpoint could not be checked with the keys and policy given: %v", err))
+		}
+	}
+	logs := slices.Clone(opts.Logs)
+	if opts.Policy != nil {
+		logs = append(logs, opts.Policy.Logs()...)
 	}
 	if len(logs) == 0 {
-		v.unverifiable("no log key was given: the checkpoint's signature was not checked")
-	} else if s, err := checkpoint.Open(h.Note, note.VerifierList(logs...)); err == nil {
-		for _, l := range logs {
-			if l.Name() == cr.Origin && s.SignedBy(l) {
-				cr.LogSigned = true
+		nc.Unverifiable = append(nc.Unverifiable, "no log key was given: the checkpoint's signature was not checked")
+	} else {
+		s, err := checkpoint.Open(n, note.VerifierList(logs...))
+		if err == nil {
+			for _, l := range logs {
+				if l.Name() == cr.Origin && s.SignedBy(l) {
+					cr.LogSigned = true
+				}
+			}
+			if !cr.LogSigned {
+				err = fmt.Errorf("%w: no log key named %q signed it", checkpoint.ErrUnverified, cr.Origin)
 			}
 		}
-	}
-	if v.opts.Policy == nil {
-		v.unverifiable("no witness policy was given: the witness cosignatures and quorum were not checked (a policy with \"quorum none\" accepts an unwitnessed checkpoint deliberately)")
-		if len(logs) > 0 {
-			_, err := checkpoint.Open(h.Note, note.VerifierList(logs...))
-			v.checkpointError(err, cr)
-			v.cpLogOK = err == nil && cr.LogSigned
-			if err == nil && !cr.LogSigned {
-				v.unverifiable(fmt.Sprintf("the checkpoint carries no valid signature by a given log key named %q", cr.Origin))
-			}
+		if opts.Policy == nil {
+			classify(err)
 		}
-		return
 	}
-	v.hadPolicy = true
-	if ev, err := v.opts.Policy.Evaluate(h.Note); err == nil {
+	if opts.Policy == nil {
+		nc.Unverifiable = append(nc.Unverifiable, "no witness policy was given: the witness cosignatures and quorum were not checked (a policy with \"quorum none\" accepts an unwitnessed checkpoint deliberately)")
+		return nc
+	}
+	if ev, err := opts.Policy.Evaluate(n); err == nil {
 		cr.QuorumMet = ev.Met
 		for _, w := range ev.Witnesses {
 			wr := WitnessReport{Name: w.Name, Key: fmt.Sprintf("%s+%08x", w.KeyName, w.KeyHash), Cosigned: w.Cosigned, Invalid: w.Invalid}
@@ -419,32 +491,15 @@ func (v *verifier) checkpoint(h *header) {
 		}
 	}
 	if len(logs) == 0 {
-		return
+		return nc
 	}
-	_, err := v.opts.Policy.Verify(h.Note, v.opts.Logs...)
-	v.checkpointError(err, cr)
+	s, err := opts.Policy.Verify(n, opts.Logs...)
+	classify(err)
 	if err == nil {
-		v.cpLogOK, v.cpQuorum, cr.Verified = true, true, true
-		cr.LogSigned, cr.QuorumMet = true, true
+		nc.Signed = s
+		cr.Verified, cr.LogSigned, cr.QuorumMet = true, true, true
 	}
-}
-
-// checkpointError sorts a note verification error into a finding (the note
-// is false) or a reason for no verdict (the keys or policy could not
-// establish it).
-func (v *verifier) checkpointError(err error, cr *CheckpointReport) {
-	switch {
-	case err == nil:
-	case errors.Is(err, checkpoint.ErrInvalidSignature), errors.Is(err, checkpoint.ErrMalformedNote),
-		errors.Is(err, checkpoint.ErrMalformedCheckpoint), errors.Is(err, checkpoint.ErrIncoherent):
-		v.find(CheckCheckpoint, nil, 0, "the signed checkpoint does not verify: %v", err)
-	case errors.Is(err, checkpoint.ErrUnverified):
-		v.unverifiable(fmt.Sprintf("the checkpoint carries no valid signature by a given log key named %q: %v", cr.Origin, err))
-	case errors.Is(err, checkpoint.ErrPolicyNotMet):
-		v.unverifiable(fmt.Sprintf("the witness policy is not met: %v", err))
-	default:
-		v.unverifiable(fmt.Sprintf("the checkpoint could not be checked with the keys and policy given: %v", err))
-	}
+	return nc
 }
 
 // noteBody parses the checkpoint body of a signed note without checking
@@ -631,9 +686,11 @@ func (v *verifier) trailer(line []byte) {
 func (v *verifier) finish() {
 	r := v.rep
 	r.Counts.Lines, r.Counts.Bytes = v.lr.line, v.lr.read
-	r.SHA256 = hex.EncodeToString(func() []byte { d := v.lr.digest(); return d[:] }())
+	if d, n := v.lr.digest(); n >= 0 {
+		r.SHA256, r.Counts.Bytes = hex.EncodeToString(d[:]), n
+	}
 	if v.opts.Progress != nil {
-		v.opts.Progress(v.lr.read)
+		v.opts.Progress(r.Counts.Bytes)
 	}
 	r.Complete = v.ended && !v.stopped
 	switch {

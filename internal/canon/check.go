@@ -2,6 +2,7 @@ package canon
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -181,7 +182,11 @@ func (c *checker) str() (start, end int, err error) {
 	c.pos++ // opening quote
 	start = c.pos
 	for {
-		// The common case, plain printable ASCII, in a tight loop.
+		// The common case, plain printable ASCII: eight bytes at a time
+		// while none of them needs a closer look, then byte by byte.
+		for c.pos+8 <= len(c.in) && plainASCII8(binary.LittleEndian.Uint64(c.in[c.pos:])) {
+			c.pos += 8
+		}
 		for c.pos < len(c.in) {
 			ch := c.in[c.pos]
 			if ch < 0x20 || ch == '"' || ch == '\\' || ch >= utf8.RuneSelf {
@@ -233,6 +238,23 @@ func (c *checker) str() (start, end int, err error) {
 			c.pos += n
 		}
 	}
+}
+
+// plainASCII8 reports whether all eight bytes of x are printable ASCII
+// other than '"' and '\\', by the word-at-a-time tests for a byte below a
+// bound and a byte equal to a value (each exact when no byte of x has its
+// high bit set, which the first test rules out).
+func plainASCII8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	if x&highs != 0 {
+		return false
+	}
+	below20 := (x - ones*0x20) & ^x & highs
+	quote := x ^ (ones * '"')
+	hasQuote := (quote - ones) & ^quote & highs
+	bslash := x ^ (ones * '\\')
+	hasBslash := (bslash - ones) & ^bslash & highs
+	return below20|hasQuote|hasBslash == 0
 }
 
 func isLowerHex(b byte) bool { return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' }

@@ -88,3 +88,20 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestPlainASCII8(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		want := b >= 0x20 && b < 0x80 && b != '"' && b != '\\'
+		for pos := range 8 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(b)
+			x := uint64(0)
+			for i := 7; i >= 0; i-- {
+				x = x<<8 | uint64(w[i])
+			}
+			if got := plainASCII8(x); got != want {
+				t.Fatalf("byte %#x at %d: %v", b, pos, got)
+			}
+		}
+	}
+}
