@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -212,5 +214,28 @@ func TestVerifyOtherFiles(t *testing.T) {
 		if rep.Verdict != NotSound {
 			t.Errorf("%s: %s", name, summary(rep))
 		}
+	}
+}
+
+// A verification waiting on input that never comes ends with its context.
+func TestVerifyCancelledWhileWaiting(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Verify(ctx, pr, Options{})
+		done <- err
+	}()
+	pw.Write([]byte(`{"canon":1,`))
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Verify = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Verify did not return after its context ended")
 	}
 }

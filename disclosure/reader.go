@@ -40,8 +40,8 @@ type lineReader struct {
 
 const progressEvery = 4 << 20
 
-func newLineReader(r io.Reader, progress func(int64)) *lineReader {
-	a := newAheadReader(r)
+func newLineReader(ctx context.Context, r io.Reader, progress func(int64)) *lineReader {
+	a := newAheadReader(ctx, r)
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(a)
 	return &lineReader{ahead: a, br: br, progress: progress, nextTick: progressEvery}
@@ -123,6 +123,7 @@ func (l *lineReader) digest() ([32]byte, int64) { return l.ahead.digest() }
 // each chunk there before handing it over, so that hashing the file runs
 // beside parsing it. It holds aheadChunks chunks: memory stays constant.
 type aheadReader struct {
+	ctx  context.Context // ends a wait for input
 	full chan chunk
 	free chan []byte
 	stop chan struct{}
@@ -145,8 +146,8 @@ const (
 	aheadChunkSize = 1 << 20
 )
 
-func newAheadReader(r io.Reader) *aheadReader {
-	a := &aheadReader{full: make(chan chunk, aheadChunks), free: make(chan []byte, aheadChunks),
+func newAheadReader(ctx context.Context, r io.Reader) *aheadReader {
+	a := &aheadReader{ctx: ctx, full: make(chan chunk, aheadChunks), free: make(chan []byte, aheadChunks),
 		stop: make(chan struct{}), done: make(chan struct{}), sum: sha256.New()}
 	for range aheadChunks {
 		a.free <- *chunkPool.Get().(*[]byte)
@@ -187,10 +188,9 @@ func (a *aheadReader) Read(p []byte) (int, error) {
 		if a.cur.err != nil {
 			return 0, a.cur.err
 		}
-		if a.cur.b != nil {
-			a.free <- a.cur.b
+		if err := a.next(); err != nil {
+			return 0, err
 		}
-		a.cur, a.off = <-a.full, 0
 	}
 	n := copy(p, a.cur.b[a.off:a.cur.n])
 	a.off += n
@@ -208,10 +208,25 @@ func (a *aheadReader) drain(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if a.cur.b != nil {
-			a.free <- a.cur.b
+		if err := a.next(); err != nil {
+			return err
 		}
-		a.cur, a.off = <-a.full, 0
+	}
+}
+
+// next hands the current chunk back and waits for the following one, or
+// for the context to end (input from a pipe may never come).
+func (a *aheadReader) next() error {
+	if a.cur.b != nil {
+		a.free <- a.cur.b
+		a.cur = chunk{}
+	}
+	select {
+	case c := <-a.full:
+		a.cur, a.off = c, 0
+		return nil
+	case <-a.ctx.Done():
+		return a.ctx.Err()
 	}
 }
 

@@ -301,7 +301,7 @@ type exportScanner struct {
 }
 
 func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer, [32]byte, error) {
-	lr := newLineReader(r, nil)
+	lr := newLineReader(ctx, r, nil)
 	defer lr.close()
 	fail := func(format string, args ...any) error {
 		return &FormatError{Line: lr.line, Detail: fmt.Sprintf(format, args...)}

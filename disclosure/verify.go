@@ -175,7 +175,7 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 	}
 	v := &verifier{opts: opts, rep: &Report{Proven: []string{}, Findings: []Finding{}, Unverifiable: []string{}, NotChecked: []string{}},
 		indexes: map[uint64]uint64{}}
-	v.lr = newLineReader(r, opts.Progress)
+	v.lr = newLineReader(ctx, r, opts.Progress)
 	defer v.lr.close()
 	err := v.run(ctx)
 	if err == nil {
