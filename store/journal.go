@@ -243,3 +243,29 @@ func ValidateEpoch(e Epoch) error {
 	}
 	return nil
 }
+
+// SignedCheckpoint is a checkpoint of the log signed with the log's note
+// key, as the journal keeps it: the note is exactly what was published.
+type SignedCheckpoint struct {
+	Size     uint64    `json:"size"`
+	Root     Digest    `json:"root"`
+	Note     []byte    `json:"note"`
+	SignedAt time.Time `json:"signed_at"`
+}
+
+// CheckpointStore keeps the log's signed checkpoints beside the journal.
+// Signing is the caller's (the store never holds the key); the store checks
+// that what it keeps commits to its own tree.
+type CheckpointStore interface {
+	// SaveCheckpoint keeps a signed checkpoint. Its root must be the log's
+	// root at its size, or it is refused. A size already kept keeps its first
+	// note, which is returned: one size is never signed two ways.
+	SaveCheckpoint(ctx context.Context, sc SignedCheckpoint) (SignedCheckpoint, error)
+	// LatestCheckpoint returns the largest signed checkpoint kept, or nil.
+	LatestCheckpoint(ctx context.Context) (*SignedCheckpoint, error)
+	// SignedCheckpointAt returns the signed checkpoint kept for size, or nil.
+	SignedCheckpointAt(ctx context.Context, size uint64) (*SignedCheckpoint, error)
+	// CheckpointAt returns the log's (unsigned) checkpoint as it stood at
+	// size leaves; size beyond the log is refused.
+	CheckpointAt(ctx context.Context, size uint64) (Checkpoint, error)
+}

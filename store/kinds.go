@@ -71,8 +71,10 @@ type Admission struct {
 }
 
 // SealingOutcomes are the conclusions nothing may resume: only these seal.
-// A failed or exhausted run stays open for resume.
-var SealingOutcomes = []string{"succeeded", "quarantined", "cancelled", "swept", "broke-glass"}
+// A failed or exhausted run stays open for resume. The trial-* outcomes are
+// the terminal states of a lifecycle trial run (package lifecycle): a
+// terminal trial is never resumed (a retry is a new trial), so its run seals.
+var SealingOutcomes = []string{"succeeded", "quarantined", "cancelled", "swept", "broke-glass", "trial-complete", "trial-pruned", "trial-failed"}
 
 // IsSealingOutcome reports whether outcome is one of SealingOutcomes.
 func IsSealingOutcome(outcome string) bool {

@@ -300,7 +300,22 @@ func (p *parser) array(depth int) (Value, error) {
 
 func (p *parser) str() (string, error) {
 	p.pos++ // opening quote
-	var b []byte
+	// Fast path: a string of plain ASCII with no escapes is its own bytes.
+	// Anything else falls to the loop below at the same position, with the
+	// plain prefix already taken, so errors and results are unchanged.
+	start := p.pos
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		if c == '"' {
+			p.pos++
+			return string(p.in[start : p.pos-1]), nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+		p.pos++
+	}
+	b := append([]byte(nil), p.in[start:p.pos]...)
 	for {
 		if p.pos >= len(p.in) {
 			return "", p.fail("unterminated string")
@@ -501,8 +516,16 @@ const hexDigits = "0123456789abcdef"
 
 func writeString(out *bytes.Buffer, s string) {
 	out.WriteByte('"')
+	// Copy the runs of bytes that need no escape whole: most strings are
+	// one such run, and byte-at-a-time writing dominated encoding time.
+	start := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		out.WriteString(s[start:i])
+		start = i + 1
 		switch c {
 		case '"':
 			out.WriteString(`\"`)
@@ -518,15 +541,12 @@ func writeString(out *bytes.Buffer, s string) {
 			out.WriteString(`\r`)
 		case '\t':
 			out.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				out.WriteString(`\u00`)
-				out.WriteByte(hexDigits[c>>4])
-				out.WriteByte(hexDigits[c&0xF])
-			} else {
-				out.WriteByte(c)
-			}
+		default: // another control character
+			out.WriteString(`\u00`)
+			out.WriteByte(hexDigits[c>>4])
+			out.WriteByte(hexDigits[c&0xF])
 		}
 	}
+	out.WriteString(s[start:])
 	out.WriteByte('"')
 }

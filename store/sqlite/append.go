@@ -25,8 +25,7 @@ func (s *Store) loadRun(ctx context.Context, q querier, run store.RunID) (runSta
 	var st runState
 	var hash []byte
 	var seq int64
-	err := q.QueryRowContext(ctx, `SELECT head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM runs WHERE tenant=? AND run=?`,
-		s.tenant, run.String()).Scan(&seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex)
+	err := s.queryRow(ctx, q, qLoadRun, s.tenant, run.String()).Scan(&seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -51,7 +50,7 @@ type querier interface {
 // no lease row any epoch passes: restore replays before any lease exists.
 func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, run store.RunID, epoch store.Epoch) error {
 	var cur int64
-	err := tx.QueryRowContext(ctx, `SELECT epoch FROM leases WHERE tenant=? AND run=?`, s.tenant, run.String()).Scan(&cur)
+	err := s.queryRow(ctx, tx, qFence, s.tenant, run.String()).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -114,8 +113,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch [
 		}
 		if p.Kind == store.KindEffectStarted {
 			var n int
-			err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE tenant=? AND run=? AND kind='EffectStarted' AND effect_key=?`,
-				s.tenant, runText, effect).Scan(&n)
+			err := s.queryRow(ctx, tx, qEffect, s.tenant, runText, effect).Scan(&n)
 			if err != nil {
 				return nil, fmt.Errorf("check effect: %w", err)
 			}
@@ -123,8 +121,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch [
 				return nil, &store.DuplicateEffectError{Run: run, Key: *p.EffectKey}
 			}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`,
-			s.tenant, runText, int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
+		res, err := s.txExec(ctx, tx, qInsertRecord, s.tenant, runText, int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
 		if err != nil {
 			if isUnique(err) && p.Kind == store.KindEffectStarted {
 				return nil, &store.DuplicateEffectError{Run: run, Key: *p.EffectKey}
@@ -157,12 +154,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch [
 			until = formatUntil(wait.Until)
 		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT(tenant, run) DO UPDATE SET head_seq=excluded.head_seq, head_hash=excluded.head_hash, active_at=excluded.active_at,
-			source=coalesce(excluded.source, runs.source),
-			outcome=coalesce(excluded.outcome, runs.outcome), outcome_ord=coalesce(excluded.outcome_ord, runs.outcome_ord),
-			wait_awaiting=excluded.wait_awaiting, wait_event=excluded.wait_event, wait_until=excluded.wait_until`,
+	_, err = s.txExec(ctx, tx, qUpsertRun,
 		s.tenant, runText, int64(last.Seq), last.Hash[:], now.Unix(), source, outcome, outcomeOrd, awaiting, event, until)
 	if err != nil {
 		return nil, fmt.Errorf("update run %s: %w", run, err)

@@ -52,6 +52,11 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		return fmt.Errorf("read run %s: %w", run, err)
 	}
 	defer tx.Rollback()
+	return s.scanRecordsTx(ctx, tx, run, from, limit, fn)
+}
+
+// scanRecordsTx is scanRecords inside the caller's read transaction.
+func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, from store.Seq, limit int, fn func(store.Record) error) error {
 	st, err := s.loadRun(ctx, tx, run)
 	if err != nil {
 		return err
@@ -98,17 +103,27 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read run %s: %w", run, err)
 	}
-	if from <= end && expect-1 != end {
+	switch last := expect - 1; {
+	case from <= end && last < end:
 		return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("records missing: the run's head is seq %d", st.head.Seq)}
+	case limit < 0 && last > st.head.Seq:
+		return &store.CorruptError{Run: run, Seq: st.head.Seq + 1, Detail: fmt.Sprintf("record stored past the run's head (seq %d)", st.head.Seq)}
 	}
 	return nil
 }
 
 // Verify implements store.Journal: it re-checks the whole chain from
 // genesis, in constant memory, against the run's recorded head and, for a
-// sealed run, against its leaf.
+// sealed run, against its leaf. The head and the records are read in one
+// snapshot, so a record past the head cannot be a concurrent append: it is
+// a record no verified chain covers, which Read would still return.
 func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
-	st, err := s.loadRun(ctx, s.rdb, run)
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return store.Digest{}, fmt.Errorf("verify run %s: %w", run, err)
+	}
+	defer tx.Rollback()
+	st, err := s.loadRun(ctx, tx, run)
 	if err != nil {
 		return store.Digest{}, err
 	}
@@ -116,9 +131,9 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, &store.NotFoundError{What: "run " + run.String()}
 	}
 	v := store.NewChainVerifier(run)
-	err = s.scanRecords(ctx, run, 1, -1, func(r store.Record) error {
+	err = s.scanRecordsTx(ctx, tx, run, 1, -1, func(r store.Record) error {
 		if r.Seq > st.head.Seq {
-			return nil // appended after the head was read
+			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record stored past the run's head (seq %d)", st.head.Seq)}
 		}
 		return v.Next(r)
 	})

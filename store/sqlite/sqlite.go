@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -28,8 +29,8 @@ import (
 )
 
 // SchemaVersion is the schema this code writes; a newer file is refused.
-// Version 2 added the disclosure register; every statement of the schema is
-// idempotent, so opening a version 1 file creates what it lacks.
+// Version 2 added the disclosure register. Every statement of the schema is
+// idempotent, so opening a version 1 file creates whatever tables it lacks.
 const SchemaVersion = 2
 
 // Options configures a Store. The zero value is valid.
@@ -57,6 +58,8 @@ type Store struct {
 	now    func() time.Time
 	log    *slog.Logger
 
+	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
+	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
 	ops       chan *op
 	maxGroup  int
 	closeOnce sync.Once
@@ -64,7 +67,10 @@ type Store struct {
 	done      chan struct{}
 }
 
-var _ store.Journal = (*Store)(nil)
+var (
+	_ store.Journal         = (*Store)(nil)
+	_ store.CheckpointStore = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the journal file at path.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -116,6 +122,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.maxGroup <= 0 {
 		s.maxGroup = 256
 	}
+	if err := s.prepareHot(ctx); err != nil {
+		rdb.Close()
+		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
 	go s.writer()
 	return s, nil
 }
@@ -139,7 +150,7 @@ func ValidateTenant(t string) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.done
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	return errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
 }
 
 // Tenant implements store.Journal.
@@ -201,6 +212,9 @@ CREATE TABLE IF NOT EXISTS cancellations(
 	reason TEXT NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS logs(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signed_checkpoints(
+	tenant TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL, note BLOB NOT NULL, signed_at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS log_nodes(
 	tenant TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
 	PRIMARY KEY(tenant, level, idx)) STRICT, WITHOUT ROWID;

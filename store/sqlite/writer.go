@@ -78,20 +78,22 @@ func (s *Store) tryGroup(pending []*op) (retry []*op) {
 		}
 		return nil
 	}
+	s.wtx.Store(tx)
+	defer s.wtx.Store(nil)
 	var ok []*op
 	for i, o := range pending {
 		if err := o.ctx.Err(); err != nil {
 			o.done <- err
 			continue
 		}
-		if _, err := tx.ExecContext(bg, "SAVEPOINT member"); err != nil {
+		if _, err := s.txExec(bg, tx, qSavepoint); err != nil {
 			tx.Rollback()
 			o.done <- fmt.Errorf("savepoint: %w", err)
 			return append(ok, pending[i+1:]...)
 		}
 		err := o.fn(tx)
 		if err == nil {
-			if _, err := tx.ExecContext(bg, "RELEASE member"); err != nil {
+			if _, err := s.txExec(bg, tx, qRelease); err != nil {
 				tx.Rollback()
 				o.done <- fmt.Errorf("release savepoint: %w", err)
 				return append(ok, pending[i+1:]...)

@@ -98,6 +98,7 @@ var checks = []check{
 	{"log/sizes-beyond-the-log-refused", checkLogSizeBounds},
 	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
 	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
+	{"log/signed-checkpoints-kept", checkSignedCheckpoints},
 }
 
 func checkGenesisHead(t *T) {

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/sqlite"
+)
+
+// Exit codes. They are part of the CLI's contract: scripts branch on them.
+const (
+	exitOK      = 0 // success; for verify, every chain checked is intact
+	exitFailure = 1 // the command failed or a verification failed; nothing was left half-done
+	exitUsage   = 2 // the command line was wrong: unknown command or flag, bad argument
+)
+
+// envDB names the environment variable that overrides the default path.
+const envDB = "RUNSEAL_DB"
+
+// defaultDB is the journal path when neither --db nor $RUNSEAL_DB is set.
+// A path relative to the working directory keeps the CLI predictable for
+// operators who run it beside their deployment, and leaves nothing hidden in
+// a home directory.
+const defaultDB = "runseal.db"
+
+// peakRSSPrefix starts the line --peak-rss prints; bench parses it.
+const peakRSSPrefix = "journal: peak RSS KiB: "
+
+// exitError carries the exit code an error maps to.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf reports a wrong command line (exit 2).
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// app is the state shared by every command of one invocation.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+
+	db       string // --db
+	key      string // --key
+	tenant   string // --tenant
+	logLevel string // --log-level
+	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
+}
+
+// run executes the CLI with args (without the program name) and returns the
+// process exit code. It is main without the process: tests drive it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if a.peakRSS {
+		if kib, ok := peakRSSKiB(); ok {
+			fmt.Fprintf(stderr, "%s%d\n", peakRSSPrefix, kib)
+		}
+	}
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// Cobra's own errors (unknown command or flag, wrong argument
+		// count, flag groups) never pass through a RunE: all are usage.
+		ee = &exitError{code: exitUsage, err: err}
+	}
+	fmt.Fprintf(stderr, "journal: %v\n", ee.err)
+	if ee.code == exitUsage && cmd != nil {
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return ee.code
+}
+
+const rootLong = `journal operates a runseal journal: an append-only, hash-chained history of
+workflow runs kept in one SQLite file (WAL, synchronous=FULL: an append that
+was acknowledged is on disk).
+
+The journal file:
+  --db PATH          if given, else
+  $RUNSEAL_DB        if set and not empty, else
+  ./runseal.db       in the current directory.
+Only "journal init" creates a file; every other command refuses a path where
+no journal exists, so a typo never starts an empty journal.
+
+Output is text for people; --json gives machine output: one JSON document,
+or JSON Lines for streams (read, append, verify --all). Errors and logs go to
+stderr.
+
+Exit codes:
+  0  success (for verify: every chain checked is intact)
+  1  failure: the command was refused or failed, or a verification failed;
+     the message names the run and seq. Every write is all or nothing
+     (append: each run's batch; see "journal append --help").
+  2  usage error: unknown command or flag, missing or malformed argument`
+
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "journal",
+		Short:         "Operate a runseal journal: append, read, verify, lease, seal",
+		Long:          rootLong,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(a.stderr)
+			_ = cmd.Help()
+			return usageErrorf("a command is required")
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
+				return usageErrorf("--log-level %q: want debug, info, warn or error", a.logLevel)
+			}
+			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: err}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
+	pf.StringVar(&a.key, "key", "", "the log's private note key file (default $"+envKey+", else the journal path + \".key\")")
+	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
+	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
+	pf.BoolVar(&a.peakRSS, "peak-rss", false, "print this process's peak RSS to stderr on exit")
+	_ = pf.MarkHidden("peak-rss")
+
+	root.AddCommand(
+		a.initCmd(),
+		a.appendCmd(),
+		a.readCmd(),
+		a.runsCmd(),
+		a.verifyCmd(),
+		a.leaseCmd(),
+		a.sealCmd(),
+		a.cancelCmd(),
+		a.benchCmd(),
+		a.keyCmd(),
+		a.checkpointCmd(),
+		a.proofCmd(),
+		a.studyCmd(),
+	)
+	return root
+}
+
+// wrapRun turns a command body's error into an exitError: an error that does
+// not already carry a code is a failure of the command (exit 1), never a
+// usage error, because it came after the command line was accepted.
+func wrapRun(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		if err == nil {
+			return nil
+		}
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		return &exitError{code: exitFailure, err: err}
+	}
+}
+
+// dbPath resolves the journal path: --db, then $RUNSEAL_DB, then the default.
+func (a *app) dbPath() string {
+	if a.db != "" {
+		return a.db
+	}
+	if p := os.Getenv(envDB); p != "" {
+		return p
+	}
+	return defaultDB
+}
+
+// open opens an existing journal. sqlite.Open would create a missing file,
+// which for any command but init would hide a mistyped path behind an empty,
+// perfectly valid journal.
+func (a *app) open(ctx context.Context) (*sqlite.Store, error) {
+	path := a.dbPath()
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no journal at %s: pass --db or set $%s, or create one with 'journal init'", path, envDB)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("journal %s is a directory", path)
+	}
+	return a.openPath(ctx, path, "")
+}
+
+func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store, error) {
+	if err := sqlite.ValidateTenant(a.tenant); err != nil {
+		return nil, usageErrorf("--tenant: %v", err)
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Tenant: a.tenant, Origin: origin, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// withStore opens the journal, runs fn and closes the journal, reporting a
+// close failure only when fn succeeded.
+func (a *app) withStore(ctx context.Context, fn func(s *sqlite.Store) error) error {
+	s, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(s)
+	if cerr := s.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("close journal: %w", cerr)
+	}
+	return err
+}
+
+// writeJSON writes v as one JSON document on its own line. HTML escaping is
+// off: record bodies are shown as they are, not as a browser would want.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// parseRunArg parses a RUN argument; a malformed one is a usage error.
+func parseRunArg(s string) (store.RunID, error) {
+	r, err := store.ParseRunID(s)
+	if err != nil {
+		return r, usageErrorf("RUN %q is not a run id (a 26-character ULID, optionally prefixed run_)", s)
+	}
+	return r, nil
+}
+
+// parseEpoch validates an --epoch flag value.
+func parseEpoch(e uint64) (store.Epoch, error) {
+	if err := store.ValidateEpoch(store.Epoch(e)); err != nil {
+		return 0, usageErrorf("--epoch %d: must be from 1 to 2^62 (epochs start at 1)", e)
+	}
+	return store.Epoch(e), nil
+}
+
+// isTerminal reports whether w is a terminal, for progress lines that would
+// only clutter a log file.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// oneLine keeps a message on one line for text output.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

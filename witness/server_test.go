@@ -1,0 +1,645 @@
+package witness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/checkpoint"
+)
+
+// TestStatus200 covers the accepting paths over real HTTP: a first
+// checkpoint, growth with a proof, a same-size resubmission, the empty tree.
+func TestStatus200(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+
+	l.tree.grow(5)
+	n := l.note(t, 5, nil)
+	code, ctype, body := e.post(request(0, nil, n))
+	if code != 200 || ctype != "text/plain; charset=utf-8" {
+		t.Fatalf("first checkpoint: %d %q %q", code, ctype, body)
+	}
+	first := e.verifyCosigned(l, n, []byte(body))
+	if ts := first.Cosignatures()[0].Time; !ts.Equal(e.clock.Now()) {
+		t.Errorf("cosignature time %v, want the witness clock %v", ts, e.clock.Now())
+	}
+
+	l.tree.grow(4)
+	e.mustCosign(l, 5, 9)
+
+	// The same checkpoint again: cosigned again with a fresh timestamp.
+	e.clock.Advance(time.Minute)
+	again := e.mustCosign(l, 9, 9)
+	if ts := again.Cosignatures()[0].Time; !ts.Equal(e.clock.Now()) {
+		t.Errorf("resubmission cosigned at %v, want %v", ts, e.clock.Now())
+	}
+	li, err := e.store.Log(context.Background(), l.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li.Size != 9 || li.Root != l.tree.root(9) || !li.CosignedAt.Equal(e.clock.Now()) {
+		t.Errorf("stored state %d %x %v", li.Size, li.Root, li.CosignedAt)
+	}
+
+	// A new log's empty tree.
+	empty := newTestLog(t, "log.example/empty")
+	e.addLog(empty)
+	e.mustCosign(empty, 0, 0)
+	empty.tree.grow(1)
+	e.mustCosign(empty, 0, 1)
+}
+
+// TestStatus409 covers stale old sizes, including a first submission with
+// old ≠ 0, and checks the exact 409 format.
+func TestStatus409(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(7)
+
+	code, ctype, body := e.post(request(3, l.tree.proof(3, 7), l.note(t, 7, nil)))
+	if code != 409 || ctype != ContentTypeTlogSize || body != "0\n" {
+		t.Fatalf("first submission with old 3: %d %q %q, want 409 text/x.tlog.size \"0\\n\"", code, ctype, body)
+	}
+	e.mustCosign(l, 0, 5)
+	for _, old := range []uint64{0, 3, 6} {
+		code, ctype, body = e.post(request(old, l.tree.proof(old, 7), l.note(t, 7, nil)))
+		if code != 409 || ctype != ContentTypeTlogSize || body != "5\n" {
+			t.Errorf("old %d: %d %q %q, want 409 \"5\\n\"", old, code, ctype, body)
+		}
+	}
+	_, err := e.client.AddCheckpoint(context.Background(), 2, l.tree.proof(2, 7), l.note(t, 7, nil))
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Size != 5 || !errors.Is(err, ErrConflict) {
+		t.Fatalf("client error %v, want *ConflictError{5}", err)
+	}
+	// The client's recovery: a proof from the size the witness gave.
+	e.mustCosign(l, ce.Size, 7)
+}
+
+func TestStatus404(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/unknown")
+	l.tree.grow(1)
+	code, _, body := e.post(request(0, nil, l.note(t, 1, nil)))
+	if code != 404 {
+		t.Fatalf("unknown origin: %d %q", code, body)
+	}
+	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.note(t, 1, nil))
+	if !errors.Is(err, ErrUnknownLog) {
+		t.Fatalf("client: %v", err)
+	}
+	// Unknown origins are counted without an origin label.
+	if got := testCount(t, e, `witness_add_checkpoint_requests_total{code="404",origin=""}`); got != 2 {
+		t.Errorf("404 counter = %v, want 2", got)
+	}
+}
+
+func TestStatus403(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(3)
+	ctx := context.Background()
+
+	// Signed by a key with the log's name that the witness does not know.
+	impostor := newTestLog(t, l.origin)
+	impostor.tree = l.tree
+	if code, _, body := e.post(request(0, nil, impostor.note(t, 3, nil))); code != 403 {
+		t.Errorf("unknown key: %d %q", code, body)
+	}
+
+	// A signature line of the known key that does not verify.
+	good := l.note(t, 3, nil)
+	bad := tamperLastSig(t, good)
+	if code, _, body := e.post(request(0, nil, bad)); code != 403 {
+		t.Errorf("invalid signature from the known key: %d %q", code, body)
+	}
+	// Both the good line and a bad line of the same key: still refused.
+	both := append(bytes.Clone(good), bad[bytes.LastIndex(bad, []byte("\n\u2014 "))+1:]...)
+	if code, _, body := e.post(request(0, nil, both)); code != 403 {
+		t.Errorf("good and bad line of the known key: %d %q", code, body)
+	}
+
+	// A removed key no longer counts.
+	if err := e.store.DelKey(ctx, l.origin, l.vkey); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.client.AddCheckpoint(ctx, 0, nil, good)
+	if !errors.Is(err, ErrNotTrusted) {
+		t.Fatalf("removed key: %v", err)
+	}
+	// And an added one counts at once, without waiting for the cache.
+	if err := e.store.AddKey(ctx, l.origin, l.vkey); err != nil {
+		t.Fatal(err)
+	}
+	e.mustCosign(l, 0, 3)
+}
+
+// TestKeyRemovedDuringRequest removes the log's key while a request that
+// verified with it is about to commit: the cosignature must not be
+// released, because the commit checks the key again.
+func TestKeyRemovedDuringRequest(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(2)
+	e.w.beforeCommit = func(string) {
+		if err := e.store.DelKey(context.Background(), l.origin, l.vkey); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.note(t, 2, nil))
+	if !errors.Is(err, ErrNotTrusted) {
+		t.Fatalf("got %v, want 403", err)
+	}
+	if li, _ := e.store.Log(context.Background(), l.origin); li.Size != 0 {
+		t.Fatalf("state moved to %d", li.Size)
+	}
+}
+
+func tamperLastSig(t testing.TB, n []byte) []byte {
+	t.Helper()
+	i := bytes.LastIndex(n, []byte(" "))
+	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(n[i+1:])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig[len(sig)-1] ^= 1
+	return append(bytes.Clone(n[:i+1]), base64.StdEncoding.EncodeToString(sig)+"\n"...)
+}
+
+func TestStatus400(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(4)
+	n := l.note(t, 4, nil)
+	h := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	cases := []struct{ name, body string }{
+		{"empty body", ""},
+		{"no old line", "\n" + string(n)},
+		{"old without number", "old \n\n" + string(n)},
+		{"old with leading zero", "old 01\n\n" + string(n)},
+		{"old negative", "old -1\n\n" + string(n)},
+		{"old with plus", "old +1\n\n" + string(n)},
+		{"old too large", "old 18446744073709551616\n\n" + string(n)},
+		{"old with two spaces", "old  0\n\n" + string(n)},
+		{"Old capitalized", "Old 0\n\n" + string(n)},
+		{"CRLF", "old 0\r\n\r\n" + string(n)},
+		{"no blank line", "old 0\n" + string(n)},
+		{"nothing after blank line", "old 0\n\n"},
+		{"proof not base64", "old 0\n!!!!\n\n" + string(n)},
+		{"proof 31 bytes", "old 0\n" + base64.StdEncoding.EncodeToString(make([]byte, 31)) + "\n\n" + string(n)},
+		{"proof unpadded", "old 0\n" + strings.TrimRight(h, "=") + "\n\n" + string(n)},
+		{"proof URL alphabet", "old 0\n" + strings.Repeat("_", 43) + "=\n\n" + string(n)},
+		{"64 proof lines", "old 0\n" + strings.Repeat(h+"\n", 64) + "\n" + string(n)},
+		{"note without signatures", "old 0\n\n" + string(n[:bytes.Index(n, []byte("\n\n"))+1])},
+		{"note with bad body", "old 0\n\nlog.example/a\n04\n" + h + "\n\n\u2014 x AAAAAAA=\n"},
+		{"note not UTF-8", "old 0\n\n\xff\n"},
+	}
+	for _, c := range cases {
+		code, _, body := e.post([]byte(c.body))
+		if code != 400 {
+			t.Errorf("%s: %d %q, want 400", c.name, code, body)
+		}
+	}
+	// old > size.
+	_, err := e.client.AddCheckpoint(context.Background(), 5, nil, n)
+	if !errors.Is(err, ErrMalformedRequest) {
+		t.Errorf("old 5 > size 4: %v", err)
+	}
+	if code, _, body := e.post(request(5, nil, n)); code != 400 {
+		t.Errorf("old > size: %d %q", code, body)
+	}
+	// Nothing of this moved the state.
+	if li, _ := e.store.Log(context.Background(), l.origin); li.Size != 0 {
+		t.Fatalf("state moved to %d", li.Size)
+	}
+	// The client refuses to send what the witness would refuse.
+	if _, err := e.client.AddCheckpoint(context.Background(), 0, make([][32]byte, 64), n); !errors.Is(err, ErrMalformedRequest) {
+		t.Errorf("client with 64 proof hashes: %v", err)
+	}
+}
+
+func TestStatus413(t *testing.T) {
+	e := newEnv(t)
+	big := append([]byte("old 0\n\n"), bytes.Repeat([]byte("a"), MaxRequestSize)...)
+	if code, _, body := e.post(big); code != 413 {
+		t.Fatalf("oversized body: %d %q", code, body)
+	}
+	// Without a Content-Length the cap applies while reading.
+	resp, err := e.srv.Client().Post(e.srv.URL+"/add-checkpoint", "", struct{ *bytes.Reader }{bytes.NewReader(big)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("chunked oversized body: %d", resp.StatusCode)
+	}
+}
+
+func TestStatus422(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(8)
+
+	// A proof with old 0.
+	if code, _, body := e.post(request(0, l.tree.proof(4, 8), l.note(t, 8, nil))); code != 422 {
+		t.Errorf("proof with old 0: %d %q", code, body)
+	}
+	// Size 0 with a root other than the empty root, signed by the log.
+	zero, err := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n0\n%s\n", l.origin, base64.StdEncoding.EncodeToString(make([]byte, 32)))}, l.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := e.post(request(0, nil, zero)); code != 422 {
+		t.Errorf("size 0 without the empty root: %d %q", code, body)
+	}
+	_, err = e.client.AddCheckpoint(ctx, 0, nil, zero)
+	if !errors.Is(err, ErrInconsistent) {
+		t.Errorf("client: %v", err)
+	}
+
+	e.mustCosign(l, 0, 4)
+	// A proof that does not verify: from another size, and corrupted.
+	if code, _, body := e.post(request(4, l.tree.proof(3, 8), l.note(t, 8, nil))); code != 422 {
+		t.Errorf("proof from the wrong size: %d %q", code, body)
+	}
+	p := l.tree.proof(4, 8)
+	p[0][0] ^= 1
+	if code, _, body := e.post(request(4, p, l.note(t, 8, nil))); code != 422 {
+		t.Errorf("corrupted proof: %d %q", code, body)
+	}
+	if code, _, body := e.post(request(4, nil, l.note(t, 8, nil))); code != 422 {
+		t.Errorf("missing proof: %d %q", code, body)
+	}
+	// A proof between equal sizes.
+	if code, _, body := e.post(request(4, l.tree.proof(2, 4), l.note(t, 4, nil))); code != 422 {
+		t.Errorf("proof between equal sizes: %d %q", code, body)
+	}
+	// The same size with another root, validly signed: a split view.
+	fork := l.tree.fork("fork")
+	fork.stored, fork.size = fork.stored[:0], 0
+	fork.grow(4)
+	forkNote := l.note(t, 4, fork)
+	_, err = e.client.AddCheckpoint(ctx, 4, nil, forkNote)
+	if !errors.Is(err, ErrInconsistent) {
+		t.Fatalf("split view: %v", err)
+	}
+	if li, _ := e.store.Log(ctx, l.origin); li.Size != 4 || li.Root != l.tree.root(4) {
+		t.Fatalf("state after refusals: %d %x", li.Size, li.Root)
+	}
+	e.mustCosign(l, 4, 8)
+}
+
+// TestSplitViewEvidence checks that a refused split view is kept, with the
+// checkpoint the witness had cosigned, and shown to the operator.
+func TestSplitViewEvidence(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	fork := &testTree{seed: "fork"}
+	l.tree.grow(6)
+	fork.grow(6)
+	cosigned := e.mustCosign(l, 0, 6)
+	forkNote := l.note(t, 6, fork)
+	for range 2 {
+		if code, _, body := e.post(request(6, nil, forkNote)); code != 422 {
+			t.Fatalf("split view: %d %q", code, body)
+		}
+	}
+	// A bad proof for a larger size is kept too, with the proof.
+	fork.grow(2)
+	badProof := fork.proof(6, 8)
+	if code, _, _ := e.post(request(6, badProof, l.note(t, 8, fork))); code != 422 {
+		t.Fatalf("fork with a proof from the fork: %d", code)
+	}
+
+	evs, err := e.store.Evidence(ctx, l.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 {
+		t.Fatalf("evidence = %+v", evs)
+	}
+	sv := evs[0]
+	if sv.Kind != EvidenceSplitView || sv.Size != 6 || sv.Root != fork.root(6) || sv.KnownSize != 6 || sv.KnownRoot != l.tree.root(6) || sv.Count != 2 {
+		t.Errorf("split view evidence = %+v", sv)
+	}
+	// Both notes of the pair verify under the log's key: the evidence
+	// stands on its own.
+	logV, _ := checkpoint.NewVerifier(l.vkey)
+	for _, n := range [][]byte{sv.Note, sv.KnownNote} {
+		if _, err := checkpoint.Open(n, note.VerifierList(logV)); err != nil {
+			t.Errorf("evidence note does not verify: %v\n%s", err, n)
+		}
+	}
+	if !bytes.Equal(sv.KnownNote, append(cosigned.Text(), sv.KnownNote[len(cosigned.Text()):]...)) || !bytes.Contains(sv.KnownNote, []byte(testWitnessName)) {
+		t.Errorf("known note is not the cosigned checkpoint:\n%s", sv.KnownNote)
+	}
+	bp := evs[1]
+	if bp.Kind != EvidenceBadProof || bp.Size != 8 || len(bp.Proof) != len(badProof) || bp.Proof[0] != badProof[0] {
+		t.Errorf("bad proof evidence = %+v", bp)
+	}
+	if got := testCount(t, e, `witness_evidence_total{kind="split_view",origin="log.example/a"}`); got != 2 {
+		t.Errorf("split view metric = %v", got)
+	}
+	if !strings.Contains(e.logBuf.String(), "level=ERROR") || !strings.Contains(e.logBuf.String(), "split_view") {
+		t.Errorf("no error log for the split view:\n%s", e.logBuf.String())
+	}
+	li, _ := e.store.Log(ctx, l.origin)
+	if li.Evidence != 2 {
+		t.Errorf("LogInfo.Evidence = %d", li.Evidence)
+	}
+}
+
+func TestStatus429(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := newTestLog(t, "log.example/a")
+	// 1440 a day is one a minute; a burst of 2.
+	if err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 1440, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	l.tree.grow(3)
+	e.mustCosign(l, 0, 1)
+	e.mustCosign(l, 1, 2)
+	resp, err := e.srv.Client().Post(e.srv.URL+"/add-checkpoint", "", bytes.NewReader(request(2, l.tree.proof(2, 3), l.note(t, 3, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
+		t.Fatalf("over the burst: %d Retry-After %q, want 429 and 60", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	_, err = e.client.AddCheckpoint(ctx, 2, l.tree.proof(2, 3), l.note(t, 3, nil))
+	var se *StatusError
+	if !errors.Is(err, ErrRateLimited) || !errors.As(err, &se) || se.RetryAfter != time.Minute {
+		t.Fatalf("client: %v", err)
+	}
+	// Requests without a valid log signature do not use the log's quota.
+	e.clock.Advance(time.Minute)
+	impostor := newTestLog(t, l.origin)
+	impostor.tree = l.tree
+	for range 5 {
+		if code, _, _ := e.post(request(2, nil, impostor.note(t, 3, nil))); code != 403 {
+			t.Fatalf("impostor: %d", code)
+		}
+	}
+	e.mustCosign(l, 2, 3)
+	// A limit changed by the operator applies within the TTL.
+	if err := e.store.SetLimits(ctx, l.origin, MaxQPD, 100); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	e.post(request(3, nil, l.note(t, 3, nil))) // reads the new limits; the new rate counts from now
+	for range 10 {
+		e.clock.Advance(time.Millisecond) // 24 requests' worth at the new rate, 0 at the old
+		e.mustCosign(l, 3, 3)
+	}
+}
+
+func TestMonitoringRead(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	path := "/" + OriginHash(l.origin) + "/checkpoint"
+	if code, _, _ := e.get(path); code != 404 {
+		t.Fatalf("never cosigned: %d", code)
+	}
+	if _, err := e.client.LatestCheckpoint(context.Background(), l.origin); !errors.Is(err, ErrNotCosigned) {
+		t.Fatalf("client, never cosigned: %v", err)
+	}
+	l.tree.grow(3)
+	// The submitted note carries a forged line claiming the witness's own
+	// key and a line from an unknown key: neither may be stored.
+	n := l.note(t, 3, nil)
+	forged := append(bytes.Clone(n), fmt.Sprintf("\u2014 %s %s\n", testWitnessName, base64.StdEncoding.EncodeToString(append(binaryKeyHash(e.cosign.KeyHash()), make([]byte, 72)...)))...)
+	forged = append(forged, "\u2014 someone.example AAAAAAAAAAA=\n"...)
+	code, _, lines := e.post(request(0, nil, forged))
+	if code != 200 {
+		t.Fatalf("add: %d %q", code, lines)
+	}
+	code, hdr, body := e.get(path)
+	if code != 200 || hdr.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("monitoring read: %d %v", code, hdr)
+	}
+	want := string(n) + lines
+	if body != want {
+		t.Fatalf("monitoring read:\n%s\nwant the log's verified signature and the witness's only:\n%s", body, want)
+	}
+	logV, _ := checkpoint.NewVerifier(l.vkey)
+	s, err := checkpoint.Open([]byte(body), note.VerifierList(logV, e.cosign.Verifier()))
+	if err != nil || len(s.Cosignatures()) != 1 || !s.SignedBy(logV) {
+		t.Fatalf("served note does not verify: %v", err)
+	}
+	got, err := e.client.LatestCheckpoint(context.Background(), l.origin)
+	if err != nil || string(got) != want {
+		t.Fatalf("client read: %v %q", err, got)
+	}
+	for _, p := range []string{"/" + strings.ToUpper(OriginHash(l.origin)) + "/checkpoint", "/abc/checkpoint", "/checkpoint"} {
+		if code, _, _ := e.get(p); code != 404 {
+			t.Errorf("GET %s: %d, want 404", p, code)
+		}
+	}
+	if code, _, _ := e.get("/add-checkpoint"); code != 405 {
+		t.Errorf("GET /add-checkpoint: %d, want 405", code)
+	}
+}
+
+func binaryKeyHash(h uint32) []byte {
+	return []byte{byte(h >> 24), byte(h >> 16), byte(h >> 8), byte(h)}
+}
+
+// TestRestartKeepsState restarts the witness on the same file.
+func TestRestartKeepsState(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(10)
+	e.mustCosign(l, 0, 10)
+	code, _, before := e.get("/" + OriginHash(l.origin) + "/checkpoint")
+	if code != 200 {
+		t.Fatal(code)
+	}
+	e.restart()
+	code, ctype, body := e.post(request(0, nil, l.note(t, 10, nil)))
+	if code != 409 || ctype != ContentTypeTlogSize || body != "10\n" {
+		t.Fatalf("after restart: %d %q %q", code, ctype, body)
+	}
+	if _, _, after := e.get("/" + OriginHash(l.origin) + "/checkpoint"); after != before {
+		t.Fatalf("monitoring read changed across restart")
+	}
+	l.tree.grow(1)
+	e.mustCosign(l, 10, 11)
+}
+
+// TestPrefix serves under a prefix.
+func TestPrefix(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.w.Handler("nope"); err == nil {
+		t.Error("prefix without a leading slash accepted")
+	}
+	for _, p := range []string{"/a/", "/a b", "/{x}", "/a//b", "/a?b"} {
+		if _, err := e.w.Handler(p); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+	h, err := e.w.Handler("/tlog/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(t, h)
+	c, err := NewClient(srv+"/tlog/w/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(1)
+	if _, err := c.AddCheckpoint(context.Background(), 0, nil, l.note(t, 1, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LatestCheckpoint(context.Background(), l.origin); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOwnName refuses a log whose origin is the witness's name, and a
+// witness whose name is a log's origin.
+func TestOwnName(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := newTestLog(t, testWitnessName)
+	err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 10})
+	if !errors.Is(err, ErrOwnName) {
+		t.Fatalf("AddLog of the witness's name: %v", err)
+	}
+	other := newTestLog(t, "log.example/x")
+	e.addLog(other)
+	skey, _, err := checkpoint.GenerateCosignerKey(rand.Reader, other.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := checkpoint.NewCosigner(skey)
+	if _, err := New(ctx, e.store, []*checkpoint.Cosigner{c}, Options{}); !errors.Is(err, ErrOwnName) {
+		t.Fatalf("witness named like a log: %v", err)
+	}
+	// The schema refuses it too, whatever the code above does.
+	if _, err := e.store.wdb.Exec("INSERT INTO logs(origin, origin_hash, size, root, qpd, burst, contact, added_at) VALUES (?, 'x', 0, zeroblob(32), 1, 1, '', 0)", testWitnessName); err == nil {
+		t.Fatal("schema accepted a log named like the witness")
+	}
+}
+
+// TestSeveralCosigners cosigns with two keys: the answer has both lines.
+func TestSeveralCosigners(t *testing.T) {
+	e := newEnv(t)
+	skey, _, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example/w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := checkpoint.NewCosigner(skey)
+	w, err := New(context.Background(), e.store, []*checkpoint.Cosigner{e.cosign, c2}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(2)
+	n := l.note(t, 2, nil)
+	req, _ := ParseAddCheckpointRequest(request(0, nil, n))
+	lines, err := w.AddCheckpoint(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logV, _ := checkpoint.NewVerifier(l.vkey)
+	s, _ := checkpoint.Open(n, note.VerifierList(logV))
+	s2, err := s.WithSignatures(lines, note.VerifierList(e.cosign.Verifier(), c2.Verifier()))
+	if err != nil || len(s2.Cosignatures()) != 2 {
+		t.Fatalf("two cosigners: %v %q", err, lines)
+	}
+	if _, err := New(context.Background(), e.store, []*checkpoint.Cosigner{e.cosign, e.cosign}, Options{}); err == nil {
+		t.Error("the same key twice accepted")
+	}
+}
+
+// TestMetrics checks the per-origin request and latency series.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(2)
+	e.mustCosign(l, 0, 2)
+	e.post(request(0, nil, l.note(t, 2, nil)))
+	if got := testCount(t, e, `witness_add_checkpoint_requests_total{code="200",origin="log.example/a"}`); got != 1 {
+		t.Errorf("200 counter = %v", got)
+	}
+	if got := testCount(t, e, `witness_add_checkpoint_requests_total{code="409",origin="log.example/a"}`); got != 1 {
+		t.Errorf("409 counter = %v", got)
+	}
+	if got := testCount(t, e, `witness_add_checkpoint_duration_seconds_count{origin="log.example/a"}`); got != 2 {
+		t.Errorf("latency count = %v", got)
+	}
+	if got := testCount(t, e, `witness_log_size{origin="log.example/a"}`); got != 2 {
+		t.Errorf("size gauge = %v", got)
+	}
+	if got := testCount(t, e, `witness_commit_group_size_count`); got < 1 {
+		t.Errorf("group size count = %v", got)
+	}
+}
+
+// testCount returns the value of one sample from the registry, found by its
+// exposition-format name and labels.
+func testCount(t testing.TB, e *env, series string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := make([]string, 0, len(m.GetLabel()))
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			}
+			name := mf.GetName()
+			lbl := ""
+			if len(labels) > 0 {
+				lbl = "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil && series == name+lbl:
+				return m.Counter.GetValue()
+			case m.Gauge != nil && series == name+lbl:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil && series == name+"_count"+lbl:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func newHTTPServer(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := &http.Server{Handler: h}
+	ln := listenLocal(t)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
