@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -133,18 +134,28 @@ func TestConsistencyCommand(t *testing.T) {
 	empty := e.write("empty.txt", "")
 	garbage := e.write("garbage.txt", "not base64\n")
 	weak := e.write("weak.note", string(e.note(1)))
+	b64s := []string{}
+	for _, d := range p {
+		b64s = append(b64s, base64.StdEncoding.EncodeToString(d[:]))
+	}
+	js, _ := json.Marshal(map[string]any{"old_size": oldCP.Size, "new_size": newCP.Size, "proof": b64s})
+	jsProof := e.write("proof.json", string(js))
+	js, _ = json.Marshal(map[string]any{"old_size": oldCP.Size + 1, "new_size": newCP.Size, "proof": b64s})
+	jsOther := e.write("other.json", string(js))
 	for name, tc := range map[string]struct {
 		args []string
 		code int
 	}{
-		"consistent":      {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
-		"same checkpoint": {e.args("consistency", "--old", newer, "--new", newer, empty), exitSound},
-		"tampered proof":  {e.args("consistency", "--old", old, "--new", newer, bad), exitNotSound},
-		"reversed":        {e.args("consistency", "--old", newer, "--new", old, proof), exitNotSound},
-		"malformed proof": {e.args("consistency", "--old", old, "--new", newer, garbage), exitNotSound},
-		"quorum not met":  {e.args("consistency", "--old", old, "--new", weak, proof), exitUnverifiable},
-		"missing --old":   {e.args("consistency", "--new", newer, proof), exitUsage},
-		"json":            {e.args("consistency", "--old", old, "--new", newer, proof, "--json"), exitSound},
+		"consistent":           {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
+		"consistent, json":     {e.args("consistency", "--old", old, "--new", newer, jsProof), exitSound},
+		"json for other sizes": {e.args("consistency", "--old", old, "--new", newer, jsOther), exitUnverifiable},
+		"same checkpoint":      {e.args("consistency", "--old", newer, "--new", newer, empty), exitSound},
+		"tampered proof":       {e.args("consistency", "--old", old, "--new", newer, bad), exitNotSound},
+		"reversed":             {e.args("consistency", "--old", newer, "--new", old, proof), exitNotSound},
+		"malformed proof":      {e.args("consistency", "--old", old, "--new", newer, garbage), exitNotSound},
+		"quorum not met":       {e.args("consistency", "--old", old, "--new", weak, proof), exitUnverifiable},
+		"missing --old":        {e.args("consistency", "--new", newer, proof), exitUsage},
+		"json":                 {e.args("consistency", "--old", old, "--new", newer, proof, "--json"), exitSound},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := cli(t, tc.args...)
@@ -173,18 +184,38 @@ func TestInclusionCommand(t *testing.T) {
 	good := e.write("good.tlog-proof", string(tp.Marshal()))
 	leaf := inc.Leaf.String()
 	other := store.Sum([]byte("x")).String()
+	b64 := func(d store.Digest) string { return base64.StdEncoding.EncodeToString(d[:]) }
+	var ps []string
+	for _, d := range inc.Proof {
+		ps = append(ps, b64(d))
+	}
+	// The JSON journal serve answers, and the JSON journal proof --json
+	// prints (which carries the signed checkpoint).
+	served, _ := json.Marshal(map[string]any{"run": runs[1], "index": inc.Index, "size": inc.Size, "leaf": b64(inc.Leaf), "proof": ps})
+	printed, _ := json.Marshal(map[string]any{"run": runs[1], "index": inc.Index, "size": inc.Size, "leaf": b64(inc.Leaf), "proof": ps,
+		"checkpoint": map[string]any{"origin": origin, "size": cp.Size, "note": string(n)}})
+	servedPath := e.write("served.json", string(served))
+	printedPath := e.write("printed.json", string(printed))
+	notePath := e.write("cp.note", string(n))
+	e.addRun(false)
+	laterNote := e.write("later.note", string(e.note(2)))
 	tp.Index++
 	wrongIndex := e.write("wrong.tlog-proof", string(tp.Marshal()))
 	for name, tc := range map[string]struct {
 		args []string
 		code int
 	}{
-		"included":    {e.args("inclusion", good, "--leaf", leaf), exitSound},
-		"other leaf":  {e.args("inclusion", good, "--leaf", other), exitNotSound},
-		"wrong index": {e.args("inclusion", wrongIndex, "--leaf", leaf), exitNotSound},
-		"bad leaf":    {e.args("inclusion", good, "--leaf", "xyz"), exitUsage},
-		"no leaf":     {e.args("inclusion", good), exitUsage},
-		"not a proof": {e.args("inclusion", filepath.Join(e.dir, "log.vkey"), "--leaf", leaf), exitNotSound},
+		"included":                        {e.args("inclusion", good, "--leaf", leaf), exitSound},
+		"served json with its checkpoint": {e.args("inclusion", servedPath, "--checkpoint", notePath, "--leaf", b64(inc.Leaf)), exitSound},
+		"printed json":                    {e.args("inclusion", printedPath, "--leaf", leaf), exitSound},
+		"served json, no checkpoint":      {e.args("inclusion", servedPath, "--leaf", leaf), exitUsage},
+		"served json, later checkpoint":   {e.args("inclusion", servedPath, "--checkpoint", laterNote, "--leaf", leaf), exitUnverifiable},
+		"printed json, other leaf":        {e.args("inclusion", printedPath, "--leaf", other), exitNotSound},
+		"other leaf":                      {e.args("inclusion", good, "--leaf", other), exitNotSound},
+		"wrong index":                     {e.args("inclusion", wrongIndex, "--leaf", leaf), exitNotSound},
+		"bad leaf":                        {e.args("inclusion", good, "--leaf", "xyz"), exitUsage},
+		"no leaf":                         {e.args("inclusion", good), exitUsage},
+		"not a proof":                     {e.args("inclusion", filepath.Join(e.dir, "log.vkey"), "--leaf", leaf), exitNotSound},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := cli(t, tc.args...)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +21,6 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
-	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
@@ -167,9 +168,9 @@ func (e *env) pkg(name string, runs ...store.RunID) string {
 	return e.write(name, buf.String())
 }
 
-// fakeServe serves the endpoints of spec/http.md from a journal, the way
-// journal serve must: the latest witnessed checkpoint, consistency proofs,
-// and tlog-proofs for sealed runs.
+// fakeServe serves the endpoints of spec/http.md section 3 from a journal,
+// the way journal serve must: the latest witnessed checkpoint and
+// consistency proofs as JSON, for one tenant.
 type fakeServe struct {
 	mu       sync.Mutex
 	e        *env
@@ -181,7 +182,11 @@ type fakeServe struct {
 
 func (f *fakeServe) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/checkpoint", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/checkpoint/witnessed", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("tenant") != "acme" {
+			http.Error(w, "unknown tenant", http.StatusNotFound)
+			return
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.fail {
@@ -214,22 +219,24 @@ func (f *fakeServe) handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		hs := make([]log.Hash, len(p))
+		ps := []string{}
 		for i, d := range p {
-			hs[i] = log.Hash(d)
+			if f.badProof && i == 0 {
+				d[0] ^= 1
+			}
+			ps = append(ps, base64.StdEncoding.EncodeToString(d[:]))
 		}
-		if f.badProof && len(hs) > 0 {
-			hs[0][0] ^= 1
-		}
-		w.Header().Set("Content-Type", disclosure.ProofLinesType)
-		w.Write(disclosure.MarshalProofLines(hs))
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"old_size": oldSize, "new_size": newSize, "proof": ps})
 	})
 	return mux
 }
 
-func (e *env) serve(j store.Journal) (*fakeServe, *httptest.Server) {
+// serve starts a fake journal serve for tenant "acme"; the URL it returns
+// carries the tenant, as an operator would give it to the monitor.
+func (e *env) serve(j store.Journal) (*fakeServe, string) {
 	f := &fakeServe{e: e, j: j}
 	srv := httptest.NewServer(f.handler())
 	e.t.Cleanup(srv.Close)
-	return f, srv
+	return f, srv.URL + "/?tenant=acme"
 }

@@ -23,11 +23,12 @@ import (
 	"github.com/runseal/runseal/log"
 )
 
-const monitorLong = `Follow a running journal serve (spec/http.md) and check that its log only
-ever grows. Each check:
+const monitorLong = `Follow a running journal serve (spec/http.md, section 3) and check that its
+log only ever grows. URL is the server's base URL; a query in it (such as
+?tenant=acme) is kept on every request. Each check:
 
-  1. fetches the latest checkpoint (GET URL/v1/checkpoint) and verifies the
-     log's signature and the witness policy;
+  1. fetches the latest witnessed checkpoint (GET URL/v1/checkpoint/witnessed)
+     and verifies the log's signature and the witness policy;
   2. compares it with the last checkpoint verified, kept in --state DIR:
      a larger size must come with a consistency proof
      (GET URL/v1/proof/consistency?old=N&new=M) that verifies; the same
@@ -204,7 +205,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 	if old != nil {
 		oldSize = old.check.Checkpoint.Size
 	}
-	note, err := m.get(ctx, "v1/checkpoint", nil, 1<<20)
+	note, err := m.get(ctx, "v1/checkpoint/witnessed", nil, 1<<20)
 	if err != nil {
 		return result("unverifiable", exitUnverifiable, oldSize, "fetching the checkpoint: %v", err)
 	}
@@ -232,12 +233,9 @@ func (m *monitor) check(ctx context.Context) checkResult {
 	case cur.Size == prev.Size:
 		return m.fork(old.note, note, nil, fmt.Sprintf("two checkpoints of size %d with different roots", cur.Size))
 	case cur.Size > prev.Size:
-		proof, raw, err := m.consistency(ctx, prev.Size, cur.Size)
+		proof, err := m.consistency(ctx, prev.Size, cur.Size)
 		if err != nil {
 			return result("unverifiable", exitUnverifiable, prev.Size, "fetching the consistency proof %d..%d: %v", prev.Size, cur.Size, err)
-		}
-		if proof == nil {
-			return result("invalid", exitNotSound, prev.Size, "the log served a malformed consistency proof %d..%d: %s", prev.Size, cur.Size, raw)
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
 			return m.fork(old.note, note, proof, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
@@ -250,8 +248,8 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		// A smaller checkpoint is refused. If the log can prove it is a
 		// prefix of the saved one, it is a stale view; if what it serves
 		// contradicts the saved one, it is a fork.
-		proof, _, err := m.consistency(ctx, cur.Size, prev.Size)
-		if err == nil && proof != nil {
+		proof, err := m.consistency(ctx, cur.Size, prev.Size)
+		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
 				return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr))
 			}
@@ -271,10 +269,15 @@ func joinReasons(rs []string) string {
 	return s
 }
 
-// get fetches URL/path and returns a body of at most limit bytes.
+// get fetches URL/path, with the base URL's query and q, and returns a body
+// of at most limit bytes.
 func (m *monitor) get(ctx context.Context, path string, q url.Values, limit int64) ([]byte, error) {
 	u := m.base.JoinPath(path)
-	u.RawQuery = q.Encode()
+	all := m.base.Query()
+	for k, v := range q {
+		all[k] = v
+	}
+	u.RawQuery = all.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -298,22 +301,22 @@ func (m *monitor) get(ctx context.Context, path string, q url.Values, limit int6
 	return body, nil
 }
 
-// consistency fetches a proof. A nil proof with a nil error means the server
-// answered with a malformed proof (raw says why).
-func (m *monitor) consistency(ctx context.Context, oldSize, newSize uint64) ([]log.Hash, string, error) {
+// consistency fetches the proof from oldSize to newSize. A malformed
+// answer, or one for other sizes, is an error: no verdict, not a fork.
+func (m *monitor) consistency(ctx context.Context, oldSize, newSize uint64) ([]log.Hash, error) {
 	q := url.Values{"old": {strconv.FormatUint(oldSize, 10)}, "new": {strconv.FormatUint(newSize, 10)}}
-	body, err := m.get(ctx, "v1/proof/consistency", q, 64*45)
+	body, err := m.get(ctx, "v1/proof/consistency", q, 64<<10)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	proof, err := disclosure.ParseProofLines(body)
+	p, proof, err := parseJSONProof(body)
 	if err != nil {
-		return nil, err.Error(), nil
+		return nil, fmt.Errorf("malformed proof: %w", err)
 	}
-	if proof == nil {
-		proof = []log.Hash{}
+	if p.OldSize == nil || p.NewSize == nil || *p.OldSize != oldSize || *p.NewSize != newSize {
+		return nil, fmt.Errorf("the proof answered is not for sizes %d to %d", oldSize, newSize)
 	}
-	return proof, "", nil
+	return proof, nil
 }
 
 // state is the last verified checkpoint.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -57,17 +58,17 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	f, srv := e.serve(e.j)
 	state := filepath.Join(t.TempDir(), "state")
 
-	code, res := monitorOnce(t, e, srv.URL, state)
+	code, res := monitorOnce(t, e, srv, state)
 	if code != exitSound || res.Result != "started" || savedSize(t, e, state) != 2 {
 		t.Fatalf("first check: %d %+v", code, res)
 	}
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitSound || res.Result != "unchanged" {
+	if code, res = monitorOnce(t, e, srv, state); code != exitSound || res.Result != "unchanged" {
 		t.Fatalf("unchanged: %d %+v", code, res)
 	}
 	e.addRun(false)
 	e.addRun(true) // unsealed: the log does not grow
 	e.addRun(false)
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitSound || res.Result != "advanced" || savedSize(t, e, state) != 4 {
+	if code, res = monitorOnce(t, e, srv, state); code != exitSound || res.Result != "advanced" || savedSize(t, e, state) != 4 {
 		t.Fatalf("advance: %d %+v", code, res)
 	}
 
@@ -77,7 +78,7 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	f.mu.Lock()
 	f.override = e.signNote(rootAt(t, e.j, 2), 2)
 	f.mu.Unlock()
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitNotSound || res.Result != "rollback" || savedSize(t, e, state) != 4 {
+	if code, res = monitorOnce(t, e, srv, state); code != exitNotSound || res.Result != "rollback" || savedSize(t, e, state) != 4 {
 		t.Fatalf("rollback: %d %+v", code, res)
 	}
 
@@ -87,7 +88,7 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	f.mu.Lock()
 	f.override = n
 	f.mu.Unlock()
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitNotSound || res.Result != "invalid" {
+	if code, res = monitorOnce(t, e, srv, state); code != exitNotSound || res.Result != "invalid" {
 		t.Fatalf("bad signature: %d %+v", code, res)
 	}
 
@@ -97,7 +98,7 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	f.mu.Lock()
 	f.override = e.signNote(cp5, 1)
 	f.mu.Unlock()
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitUnverifiable || savedSize(t, e, state) != 4 {
+	if code, res = monitorOnce(t, e, srv, state); code != exitUnverifiable || savedSize(t, e, state) != 4 {
 		t.Fatalf("quorum not met: %d %+v", code, res)
 	}
 
@@ -105,19 +106,19 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	f.mu.Lock()
 	f.override, f.fail = nil, true
 	f.mu.Unlock()
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitUnverifiable || res.Result != "unverifiable" {
+	if code, res = monitorOnce(t, e, srv, state); code != exitUnverifiable || res.Result != "unverifiable" {
 		t.Fatalf("server down: %d %+v", code, res)
 	}
 	f.mu.Lock()
 	f.fail = false
 	f.mu.Unlock()
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitSound || res.Result != "advanced" || savedSize(t, e, state) != 5 {
+	if code, res = monitorOnce(t, e, srv, state); code != exitSound || res.Result != "advanced" || savedSize(t, e, state) != 5 {
 		t.Fatalf("recovered: %d %+v", code, res)
 	}
 
 	// A state file changed behind the monitor's back is refused.
 	os.WriteFile(filepath.Join(state, stateFile), e.signNote(rootAt(t, e.j, 5), 1), 0o600)
-	if code, res = monitorOnce(t, e, srv.URL, state); code != exitUnverifiable {
+	if code, res = monitorOnce(t, e, srv, state); code != exitUnverifiable {
 		t.Fatalf("tampered state: %d %+v", code, res)
 	}
 }
@@ -215,13 +216,13 @@ func TestMonitorDetectsForks(t *testing.T) {
 			}
 			f, srv := e.serve(e.j)
 			state := filepath.Join(t.TempDir(), "state")
-			if code, res := monitorOnce(t, e, srv.URL, state); code != exitSound {
+			if code, res := monitorOnce(t, e, srv, state); code != exitSound {
 				t.Fatalf("first check: %+v", res)
 			}
 			f.mu.Lock()
 			tc.setup(e, f)
 			f.mu.Unlock()
-			code, res := monitorOnce(t, e, srv.URL, state)
+			code, res := monitorOnce(t, e, srv, state)
 			if code != exitFork || res.Result != "fork" || res.Evidence == "" {
 				t.Fatalf("fork: %d %+v", code, res)
 			}
@@ -285,8 +286,8 @@ func TestMonitorLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.MkdirAll(state, 0o700)
-	u, _ := url.Parse(srv.URL)
-	m := &monitor{base: u, client: srv.Client(), tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
+	u, _ := url.Parse(srv)
+	m := &monitor{base: u, client: http.DefaultClient, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/log"
-	"github.com/runseal/runseal/store"
 )
 
 // maxSmallFile bounds the notes and proofs these commands read: a signed
@@ -113,15 +112,18 @@ same origin, and PROOF must show that the tree at the old size is a prefix of
 the tree at the new size (RFC 6962). The sizes and roots come from the signed
 notes, never from the proof.
 
-PROOF is one standard base64 hash per line, as journal serve returns from
-GET /v1/proof/consistency (spec/http.md); an empty file is the empty proof
-(equal sizes, or from size 0).
+PROOF is either the JSON journal serve answers to GET /v1/proof/consistency
+(spec/http.md) or "journal proof consistency --json" prints, whose old_size
+and new_size must be the two checkpoints' sizes; or one standard base64 hash
+per line, an empty file being the empty proof (equal sizes, or from size 0).
 
 Exit codes: 0 consistent; 1 not consistent, or a note is false; 3 a note
 could not be established with the keys given, or a file could not be read;
 2 usage error.`,
-		Example: `  curl -s "$LOG/v1/proof/consistency?old=120&new=180" > p.txt
-  auditor consistency --old cp120.note --new cp180.note p.txt --log-key @log.vkey --policy p.policy`,
+		Example: `  curl -s "$LOG/v1/checkpoint/120" > cp120.note
+  curl -s "$LOG/v1/checkpoint/witnessed" > cp180.note
+  curl -s "$LOG/v1/proof/consistency?old=120&new=180" > p.json
+  auditor consistency --old cp120.note --new cp180.note p.json --log-key @log.vkey --policy p.policy`,
 		Args: cobra.ExactArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			if oldPath == "" || newPath == "" {
@@ -147,11 +149,20 @@ could not be established with the keys given, or a file could not be read;
 			oldNC, newNC := tr.checkNote(oldNote), tr.checkNote(newNote)
 			o.addNote(oldNC, "old checkpoint")
 			o.addNote(newNC, "new checkpoint")
-			proof, perr := disclosure.ParseProofLines(proofText)
+			var proof []log.Hash
+			var perr error
+			var sizes *jsonProof
+			if isJSON(proofText) {
+				sizes, proof, perr = parseJSONProof(proofText)
+			} else {
+				proof, perr = disclosure.ParseProofLines(proofText)
+			}
 			switch {
 			case perr != nil:
 				o.Findings = append(o.Findings, "the proof file is malformed: "+perr.Error())
 			case !oldNC.Parsed || !newNC.Parsed:
+			case sizes != nil && (sizes.OldSize == nil || sizes.NewSize == nil || *sizes.OldSize != oldNC.Checkpoint.Size || *sizes.NewSize != newNC.Checkpoint.Size):
+				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the proof file is not for sizes %d to %d: give the proof between these two checkpoints", oldNC.Checkpoint.Size, newNC.Checkpoint.Size))
 			case oldNC.Checkpoint.Origin != newNC.Checkpoint.Origin:
 				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the checkpoints are of two logs (%q and %q): there is nothing to compare", oldNC.Checkpoint.Origin, newNC.Checkpoint.Origin))
 			default:
@@ -180,30 +191,37 @@ could not be established with the keys given, or a file could not be read;
 
 func (a *app) inclusionCmd() *cobra.Command {
 	var tf trustFlags
-	var leafHex string
+	var leafArg, notePath string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "inclusion PROOF.tlog-proof --leaf HEX",
+		Use:   "inclusion PROOF --leaf HASH [--checkpoint NOTE]",
 		Short: "Verify that a sealed run's terminal hash is in a signed checkpoint",
-		Long: `Verify a C2SP tlog-proof: the signed checkpoint it carries (log signature,
-witness policy), then that the leaf is at the proof's index in that
-checkpoint's tree. For a runseal log the leaf is a sealed run's terminal
-hash (the hash of its last record): give it with --leaf, computed from the
-run's records, never taken from the proof's unauthenticated extra line.
+		Long: `Verify an inclusion proof: the signed checkpoint it is against (log
+signature, witness policy), then that the leaf is at the proof's index in that
+checkpoint's tree, whose size and root come from the signed note alone. For a
+runseal log the leaf is a sealed run's terminal hash (the hash of its last
+record): give it with --leaf (hex or base64), computed from the run's records,
+never taken from the proof file.
 
-journal serve returns a tlog-proof from GET /v1/proof/inclusion?run=RUN
-(spec/http.md).
+PROOF is one of:
+  - a C2SP tlog-proof file (it carries its signed checkpoint);
+  - the JSON journal serve answers to GET /v1/proof/inclusion (spec/http.md)
+    or "journal proof inclusion --json" prints; its size must be the
+    checkpoint's. The signed checkpoint comes from --checkpoint NOTE (for
+    example GET /v1/checkpoint/{size}), else from the JSON's checkpoint.note.
 
 Exit codes: 0 included; 1 not included, or the checkpoint is false; 3 the
-checkpoint could not be established with the keys given, or the file could
+checkpoint could not be established with the keys given, or a file could
 not be read; 2 usage error.`,
-		Example: `  curl -s "$LOG/v1/proof/inclusion?run=01J9Z8Q4W5X6Y7Z8A9B0C1D2E3" > run.tlog-proof
-  auditor inclusion run.tlog-proof --leaf 0f4a84f6...19e8 --log-key @log.vkey --witness @w1.vkey`,
+		Example: `  curl -s "$LOG/v1/proof/inclusion?run=01J9Z8Q4W5X6Y7Z8A9B0C1D2E3&size=180" > p.json
+  curl -s "$LOG/v1/checkpoint/180" > cp180.note
+  auditor inclusion p.json --checkpoint cp180.note --leaf 0f4a84f6...19e8 --log-key @log.vkey --witness @w1.vkey
+  auditor inclusion run.tlog-proof --leaf 0f4a84f6...19e8 --log-key @log.vkey --policy p.policy`,
 		Args: cobra.ExactArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
-			leaf, err := store.ParseDigest(leafHex)
+			leaf, err := parseLeaf(leafArg)
 			if err != nil {
-				return usageErrorf("--leaf: the run's terminal hash as 64 lower-case hex characters")
+				return usageErrorf("--leaf: %v", err)
 			}
 			tr, err := tf.load()
 			if err != nil {
@@ -214,26 +232,60 @@ not be read; 2 usage error.`,
 				return err
 			}
 			o := &proofOutput{}
-			p, err := disclosure.ParseTLogProof(b)
-			if err != nil {
-				o.Findings = append(o.Findings, err.Error())
-				o.finish()
-				return a.printProof("inclusion", o, nil, asJSON)
+			var index uint64
+			var proof []log.Hash
+			var n []byte
+			var size *uint64
+			var extra bool
+			if isJSON(b) {
+				jp, hs, err := parseJSONProof(b)
+				if err == nil && jp.Index == nil {
+					err = fmt.Errorf("the JSON has no \"index\"")
+				}
+				if err != nil {
+					o.Findings = append(o.Findings, "the proof file is malformed: "+err.Error())
+					o.finish()
+					return a.printProof("inclusion", o, nil, asJSON)
+				}
+				index, proof, size = *jp.Index, hs, jp.Size
+				if jp.Checkpoint != nil {
+					n = []byte(jp.Checkpoint.Note)
+				}
+			} else {
+				p, err := disclosure.ParseTLogProof(b)
+				if err != nil {
+					o.Findings = append(o.Findings, err.Error())
+					o.finish()
+					return a.printProof("inclusion", o, nil, asJSON)
+				}
+				index, proof, n, extra = p.Index, p.Proof, p.Note, p.Extra != nil
 			}
-			nc := tr.checkNote(p.Note)
+			if notePath != "" {
+				if n, err = readSmall(notePath); err != nil {
+					return err
+				}
+			}
+			if len(n) == 0 {
+				return usageErrorf("the proof carries no signed checkpoint: give it with --checkpoint NOTE")
+			}
+			nc := tr.checkNote(n)
 			o.addNote(nc, "checkpoint")
-			if nc.Parsed {
+			switch {
+			case !nc.Parsed:
+			case size != nil && *size != nc.Checkpoint.Size:
+				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the proof is for size %d, the checkpoint is size %d: give the checkpoint of the proof's size", *size, nc.Checkpoint.Size))
+			default:
 				cp := nc.Checkpoint
-				if err := log.VerifyInclusion(log.Hash(leaf), p.Index, cp.Size, p.Proof, cp.Root); err != nil {
-					o.Findings = append(o.Findings, fmt.Sprintf("leaf %s is not at index %d of the tree of size %d: %v", leaf, p.Index, cp.Size, err))
+				if err := log.VerifyInclusion(leaf, index, cp.Size, proof, cp.Root); err != nil {
+					o.Findings = append(o.Findings, fmt.Sprintf("leaf %x is not at index %d of the tree of size %d: %v", leaf, index, cp.Size, err))
 				} else {
 					o.ProofVerified = true
 					if nc.Verdict() == disclosure.Sound {
-						o.Proven = append(o.Proven, fmt.Sprintf("Leaf %s is entry %d of the log %s at size %d (root %s).", leaf, p.Index, cp.Origin, cp.Size, hex.EncodeToString(cp.Root[:])))
+						o.Proven = append(o.Proven, fmt.Sprintf("Leaf %x is entry %d of the log %s at size %d (root %s).", leaf, index, cp.Origin, cp.Size, hex.EncodeToString(cp.Root[:])))
 					}
 				}
 			}
-			if p.Extra != nil {
+			if extra {
 				o.NotChecked = append(o.NotChecked, "The proof's extra line: it is unauthenticated.")
 			}
 			o.NotChecked = append(o.NotChecked, "That the leaf is the terminal hash of the run you hold: recompute it from the run's records (auditor verify does, for a package).")
@@ -242,7 +294,8 @@ not be read; 2 usage error.`,
 		}),
 	}
 	tf.register(cmd.Flags())
-	cmd.Flags().StringVar(&leafHex, "leaf", "", "the sealed run's terminal hash (hex), the leaf to prove")
+	cmd.Flags().StringVar(&leafArg, "leaf", "", "the sealed run's terminal hash, the leaf to prove (64 hex characters or base64)")
+	cmd.Flags().StringVar(&notePath, "checkpoint", "", "the signed checkpoint note the proof is against (needed for a JSON proof without one)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	_ = cmd.MarkFlagRequired("leaf")
 	return cmd
