@@ -9,9 +9,6 @@ import (
 	"github.com/runseal/runseal/log"
 )
 
-// ProofLinesType is the media type of a proof given as lines of hashes.
-const ProofLinesType = "text/plain; charset=utf-8"
-
 // MarshalProofLines writes proof hashes one per line, each the standard
 // padded base64 of 32 bytes: the body of the consistency proof endpoint
 // (spec/http.md) and of a proof file given to auditor consistency. An empty

@@ -166,6 +166,10 @@ func (a *app) newRoot() *cobra.Command {
 		a.checkpointCmd(),
 		a.proofCmd(),
 		a.studyCmd(),
+		a.exportCmd(),
+		a.restoreCmd(),
+		a.discloseCmd(),
+		a.disclosuresCmd(),
 	)
 	return root
 }
