@@ -123,4 +123,5 @@ func (e *UndeliveredError) Error() string {
 	return fmt.Sprintf("disclosure %s recorded but not delivered: %v", e.Act.ID, e.Err)
 }
 
+// Unwrap returns why the package could not be moved into place.
 func (e *UndeliveredError) Unwrap() error { return e.Err }
