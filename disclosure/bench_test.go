@@ -1,7 +1,6 @@
 package disclosure
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"os"
@@ -43,19 +42,20 @@ func BenchmarkVerify(b *testing.B) {
 	path, opts := benchPackage(b, 3000, 20, 900)
 	fi, _ := os.Stat(path)
 	b.SetBytes(fi.Size())
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	var records uint64
+	for b.Loop() {
 		f, err := os.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rep, err := Verify(context.Background(), bufio.NewReaderSize(f, 1<<16), opts)
+		rep, err := Verify(context.Background(), f, opts)
 		f.Close()
 		if err != nil || rep.Verdict != Sound {
 			b.Fatalf("%v %s", err, summary(rep))
 		}
-		b.ReportMetric(float64(rep.Counts.Records)*float64(b.N)/b.Elapsed().Seconds()/float64(i+1)*float64(i+1)/float64(b.N), "records/s")
+		records = rep.Counts.Records
 	}
+	b.ReportMetric(float64(records)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 func BenchmarkSHA256(b *testing.B) {
