@@ -116,6 +116,10 @@ type Store struct {
 	// connection: at thousands of writes a second, parsing SQL again for
 	// each would cost the single writer more than the writes.
 	savepoint, release, rollbackTo, keyExists, casUpdate *sql.Stmt
+
+	// logRow is the configuration read of the add-checkpoint path, on
+	// the reader pool (database/sql prepares it on each reader once).
+	logRow *sql.Stmt
 }
 
 // prepare prepares the writer's hot statements.
@@ -137,7 +141,10 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		*p.dst = st
 	}
-	return nil
+	var err error
+	s.logRow, err = s.rdb.PrepareContext(ctx, `SELECT l.qpd, l.burst, k.vkey FROM logs l
+		LEFT JOIN log_keys k ON k.origin = l.origin WHERE l.origin = ? ORDER BY k.vkey`)
+	return err
 }
 
 const storeSchema = `
@@ -241,6 +248,7 @@ func OpenStore(ctx context.Context, path string, opts StoreOptions) (*Store, err
 		s.maxGroup = 256
 	}
 	if err := s.prepare(ctx); err != nil {
+		s.closeStmts()
 		rdb.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("open witness state %s: %w", path, err)
@@ -284,11 +292,17 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.done
+	return errors.Join(s.closeStmts(), s.rdb.Close(), s.wdb.Close())
+}
+
+func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate} {
-		errs = append(errs, st.Close())
+	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.logRow} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
-	return errors.Join(append(errs, s.rdb.Close(), s.wdb.Close())...)
+	return errors.Join(errs...)
 }
 
 // OriginHash returns the lowercase hex SHA-256 of origin, the path segment
@@ -786,18 +800,26 @@ type logRow struct {
 	qpd, burst int64
 }
 
-// readLogRow reads a log's keys and limits; ok is false for an unknown
-// origin.
+// readLogRow reads a log's keys and limits in one query; ok is false for an
+// unknown origin. A running witness calls it for each log every ConfigTTL,
+// so the statement is prepared once.
 func (s *Store) readLogRow(ctx context.Context, origin string) (row logRow, ok bool, err error) {
-	err = s.rdb.QueryRowContext(ctx, "SELECT qpd, burst FROM logs WHERE origin = ?", origin).Scan(&row.qpd, &row.burst)
-	if errors.Is(err, sql.ErrNoRows) {
-		return row, false, nil
-	}
+	rows, err := s.logRow.QueryContext(ctx, origin)
 	if err != nil {
 		return row, false, err
 	}
-	row.keys, err = s.logKeys(ctx, origin)
-	return row, err == nil, err
+	defer rows.Close()
+	for rows.Next() {
+		var k sql.NullString
+		if err := rows.Scan(&row.qpd, &row.burst, &k); err != nil {
+			return row, false, err
+		}
+		ok = true
+		if k.Valid {
+			row.keys = append(row.keys, k.String)
+		}
+	}
+	return row, ok, rows.Err()
 }
 
 // readState reads a log's latest cosigned size and root.
