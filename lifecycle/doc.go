@@ -53,12 +53,17 @@
 // equality, as one field of the complete observation. The finalization
 // claim has no TTL at all; it is reclaimed the same way.
 //
-// # A journal-backed implementation
+// # On the journal
 //
-// The contract is shaped so that a journal store can carry it: a study is
-// a case, a trial is a run, a trial's owner epoch is its run's lease epoch,
-// each transition is one journal record appended under the fence, the
-// outbox and the finalization claim are state derived from records, and a
-// trial's terminal outcome seals its run. spec/lifecycle.md lists what such
-// a backend must add beyond the journal's own guarantees.
+// [JournalStorage] carries the contract on a journal store (package
+// store): a study is a case, a trial is a run, a trial's owner epoch is its
+// run's lease epoch, each transition is a journal record appended under the
+// fence, the outbox and the finalization claim are state derived from
+// records, and a trial's terminal outcome seals its run, so a study is
+// exported, disclosed and verified like any other runs. A per-study "study
+// run" holds the records that commit every transition touching two runs;
+// the trial run mirrors each, and a view rebuilt after a crash completes
+// what a commit began. [ReadStudyView] shows a study from a journal without
+// writing. spec/lifecycle.md section 14 describes the records and the
+// protocol.
 package lifecycle

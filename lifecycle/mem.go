@@ -760,6 +760,12 @@ func (m *MemStorage) ListOutboxPage(ctx context.Context, req OutboxPageRequest) 
 	if err != nil {
 		return OutboxPage{}, err
 	}
+	return outboxPage(op, st, func(k OutboxKey) *OutboxRecord { return m.outbox[k] }, req)
+}
+
+// outboxPage reads one page of st's outbox records, in terminal-sequence
+// order, touching only the records it returns: get finds a record by key.
+func outboxPage(op string, st *memStudy, get func(OutboxKey) *OutboxRecord, req OutboxPageRequest) (OutboxPage, error) {
 	horizon, start := uint64(len(st.outbox)), uint64(0)
 	if c := req.Cursor; c != nil {
 		switch {
@@ -781,7 +787,7 @@ func (m *MemStorage) ListOutboxPage(ctx context.Context, req OutboxPageRequest) 
 		if uint64(len(page.Records)) == req.MaxRecords {
 			break
 		}
-		rec := m.outbox[st.outbox[i]]
+		rec := get(st.outbox[i])
 		size, err := RecordSize(*rec)
 		if err != nil {
 			return OutboxPage{}, StorageError(op, err)
@@ -929,6 +935,10 @@ func (m *MemStorage) InspectStudy(ctx context.Context, study StudyID) (Study, er
 	if err != nil {
 		return Study{}, err
 	}
+	return st.snapshot(), nil
+}
+
+func (st *memStudy) snapshot() Study {
 	return Study{
 		ID:           st.id,
 		Spec:         st.spec,
@@ -936,7 +946,7 @@ func (m *MemStorage) InspectStudy(ctx context.Context, study StudyID) (Study, er
 		TerminalSeq:  uint64(len(st.outbox)),
 		Finalization: st.fin,
 		States:       sortedBlobs(st.states),
-	}, nil
+	}
 }
 
 // InspectTrial implements [Inspector].
@@ -951,6 +961,10 @@ func (m *MemStorage) InspectTrial(ctx context.Context, trial TrialID) (Trial, er
 	if t == nil {
 		return Trial{}, NewError(KindNotFound, op, "trial %q", trial)
 	}
+	return t.snapshot(), nil
+}
+
+func (t *memTrial) snapshot() Trial {
 	out := Trial{
 		ID:      t.id,
 		Study:   t.study.id,
@@ -976,7 +990,7 @@ func (m *MemStorage) InspectTrial(ctx context.Context, trial TrialID) (Trial, er
 		r := *t.replacementOf
 		out.ReplacementOf = &r
 	}
-	return out, nil
+	return out
 }
 
 func sortedBlobs(m map[string]StateBlob) []StateBlob {

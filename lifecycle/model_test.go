@@ -52,10 +52,25 @@ func kindOf(t *rapid.T, err error, allowed ...lifecycle.Kind) lifecycle.Kind {
 	return k
 }
 
+// modelStorage is a backend the model checks.
+type modelStorage interface {
+	lifecycle.Storage
+	lifecycle.Inspector
+	CreateStudy(ctx context.Context, spec lifecycle.StudySpec) (lifecycle.StudyID, error)
+}
+
 func TestMemStorageMatchesModel(t *testing.T) {
+	checkModel(t, func(*rapid.T) (modelStorage, func() modelStorage) { return lifecycle.NewMemStorage(), nil })
+}
+
+// checkModel runs random operation sequences against a backend and the
+// model. open returns a fresh backend and, if the backend is durable, a
+// function that restarts it (the same data, a new process); restarting is
+// then one of the random actions.
+func checkModel(t *testing.T, open func(*rapid.T) (modelStorage, func() modelStorage)) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		s := lifecycle.NewMemStorage()
+		s, restart := open(t)
 		study, err := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +104,7 @@ func TestMemStorageMatchesModel(t *testing.T) {
 			tr.lease.State, tr.lease.Owner = state, ""
 		}
 
-		t.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"reserve": func(t *rapid.T) {
 				budget := rapid.Uint64Range(1, 12).Draw(t, "budget")
 				out, err := s.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: budget})
@@ -329,6 +344,10 @@ func TestMemStorageMatchesModel(t *testing.T) {
 					}
 				}
 			},
-		})
+		}
+		if restart != nil {
+			actions["restart"] = func(*rapid.T) { s = restart() }
+		}
+		t.Repeat(actions)
 	})
 }

@@ -243,3 +243,108 @@ func ValidateEpoch(e Epoch) error {
 	}
 	return nil
 }
+
+// SignedCheckpoint is a checkpoint of the log signed with the log's note
+// key, as the journal keeps it: the note is exactly what was published.
+type SignedCheckpoint struct {
+	Size     uint64    `json:"size"`
+	Root     Digest    `json:"root"`
+	Note     []byte    `json:"note"`
+	SignedAt time.Time `json:"signed_at"`
+}
+
+// CheckpointStore keeps the log's signed checkpoints beside the journal.
+// Signing is the caller's (the store never holds the key); the store checks
+// that what it keeps commits to its own tree.
+type CheckpointStore interface {
+	// SaveCheckpoint keeps a signed checkpoint. Its root must be the log's
+	// root at its size, or it is refused. A size already kept keeps its first
+	// note, which is returned: one size is never signed two ways.
+	SaveCheckpoint(ctx context.Context, sc SignedCheckpoint) (SignedCheckpoint, error)
+	// LatestCheckpoint returns the largest signed checkpoint kept, or nil.
+	LatestCheckpoint(ctx context.Context) (*SignedCheckpoint, error)
+	// SignedCheckpointAt returns the signed checkpoint kept for size, or nil.
+	SignedCheckpointAt(ctx context.Context, size uint64) (*SignedCheckpoint, error)
+	// CheckpointAt returns the log's (unsigned) checkpoint as it stood at
+	// size leaves; size beyond the log is refused.
+	CheckpointAt(ctx context.Context, size uint64) (Checkpoint, error)
+}
+
+// A Publication is one signed checkpoint queued for one witness: the
+// outbox row the publisher works from. It stays pending until that witness
+// cosigns this size or a larger one.
+type Publication struct {
+	Witness     string    `json:"witness"`
+	Size        uint64    `json:"size"`
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// PublicationStore is the durable outbox of checkpoint publications and the
+// cosignatures they earned. Because it lives in the journal store, a
+// publisher that restarts resumes exactly where the last one stopped: a
+// queued publication is never lost, and a cosigned one is never sent again.
+//
+// The store keeps cosignature lines as it is handed them; verifying them
+// against the witness's key before RecordCosignature is the caller's duty,
+// since the store knows no keys.
+type PublicationStore interface {
+	// EnqueuePublication queues the signed checkpoint kept at size for each
+	// witness, due at once. It is idempotent, and a witness that already
+	// cosigned size or a larger one is not queued.
+	EnqueuePublication(ctx context.Context, size uint64, witnesses []string) error
+	// NextPublication returns the witness's pending publication of the
+	// largest size (a witness need only cosign the newest checkpoint), or
+	// nil when none is pending.
+	NextPublication(ctx context.Context, witness string) (*Publication, error)
+	// DeferPublication records a failed attempt and when to try again.
+	DeferPublication(ctx context.Context, witness string, size uint64, next time.Time, lastErr string) error
+	// RecordCosignature keeps a verified cosignature by witness on the
+	// checkpoint at size, raises the witness's last cosigned size, and
+	// settles every pending publication of size or below for that witness.
+	RecordCosignature(ctx context.Context, witness string, size uint64, lines []byte) error
+	// LastCosigned returns the largest size the witness cosigned (0, false
+	// if none): the old size of its next consistency proof.
+	LastCosigned(ctx context.Context, witness string) (uint64, bool, error)
+	// Cosignatures returns the cosignature lines kept for size, by witness.
+	Cosignatures(ctx context.Context, size uint64) (map[string][]byte, error)
+	// MarkWitnessed keeps note (the checkpoint at size with the cosignatures
+	// that met the policy) as witnessed. Idempotent; the first note is kept.
+	MarkWitnessed(ctx context.Context, size uint64, note []byte) error
+	// LatestWitnessed returns the witnessed checkpoint of the largest size,
+	// its Note carrying the cosignatures, or nil.
+	LatestWitnessed(ctx context.Context) (*SignedCheckpoint, error)
+}
+
+// Token roles.
+const (
+	RoleReader = "reader" // reads, listings, proofs
+	RoleWriter = "writer" // everything a reader may, plus append, leases, seal, cancel
+)
+
+// A Token is an API bearer token as stored: never its secret, only the
+// SHA-256 of it. A token reaches one tenant with one role.
+type Token struct {
+	ID      string     `json:"id"`
+	Tenant  string     `json:"tenant"`
+	Role    string     `json:"role"`
+	Name    string     `json:"name,omitempty"`
+	Hash    Digest     `json:"-"`
+	Created time.Time  `json:"created"`
+	Revoked *time.Time `json:"revoked,omitempty"`
+}
+
+// TokenStore keeps API tokens. Tokens are server-wide rows (each names its
+// tenant), so any tenant's handle reaches all of them.
+type TokenStore interface {
+	// CreateToken keeps t; an id already used is an InvalidArgumentError.
+	CreateToken(ctx context.Context, t Token) error
+	// Tokens lists every token, revoked ones included, by creation.
+	Tokens(ctx context.Context) ([]Token, error)
+	// RevokeToken revokes the token id; false if there is no such live token.
+	RevokeToken(ctx context.Context, id string) (bool, error)
+	// TokenByID returns the token id, revoked or not, or nil. Callers
+	// compare the hash themselves, in constant time.
+	TokenByID(ctx context.Context, id string) (*Token, error)
+}

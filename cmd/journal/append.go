@@ -14,7 +14,6 @@ import (
 
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // maxLineBytes bounds one input line. It is well above MaxRecordBytes so a
@@ -89,7 +88,7 @@ func (a *app) appendCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w; nothing was written", name, err)
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				return a.writeBatches(cmd, s, ep, batches, asJSON)
 			})
 		}),
@@ -108,7 +107,7 @@ type ackLine struct {
 	Hash store.Digest `json:"hash"`
 }
 
-func (a *app) writeBatches(cmd *cobra.Command, s *sqlite.Store, epoch store.Epoch, batches []*batch, asJSON bool) error {
+func (a *app) writeBatches(cmd *cobra.Command, s journalStore, epoch store.Epoch, batches []*batch, asJSON bool) error {
 	ctx := cmd.Context()
 	var out bytes.Buffer
 	for i, b := range batches {

@@ -153,7 +153,7 @@ func TestCrashSIGKILL(t *testing.T) {
 			cmd.Env = append(os.Environ(), childEnv+"=appender")
 		} else {
 			input := filepath.Join(t.TempDir(), "in.jsonl")
-			writeCrashInput(t, input, 10000) // far more than a round can write
+			writeCrashInput(t, input, 5000) // 5000 batches, each an fsync: more than a round can write
 			cmd = exec.Command(exe, "append", "--db", db, "--epoch", "1", input)
 			cmd.Env = append(os.Environ(), childEnv+"=cli")
 		}
@@ -217,7 +217,7 @@ func writeCrashInput(t *testing.T, path string, runs int) {
 	w := bufio.NewWriter(f)
 	for range runs {
 		run := store.NewRunID()
-		for i := range 1 + rand.IntN(8) {
+		for i := range 1 + rand.IntN(4) {
 			fmt.Fprintf(w, `{"run":"%s","kind":"Step","i":%d,"pad":"%s"}`+"\n", run, i, strings.Repeat("q", rand.IntN(256)))
 		}
 	}

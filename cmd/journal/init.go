@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -33,37 +30,29 @@ fixed at creation; the default is a fresh "runseal/<ulid>".`,
 					return usageErrorf("--origin: %v", err)
 				}
 			}
+			if isDSN(a.storeArg) {
+				return usageErrorf("init creates a journal file; a postgres:// store is created on first use (journal serve --store DSN --key FILE)")
+			}
+			if a.storeArg != "" {
+				a.db = a.storeArg
+			}
 			path := a.dbPath()
 			abs, err := filepath.Abs(path)
 			if err != nil {
 				return err
 			}
-			// O_EXCL makes "does it exist" and "create it" one step, so two
-			// inits racing cannot both believe they made the journal.
-			f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("a journal (or another file) already exists at %s; nothing was changed", abs)
-			}
+			keyPath, err := filepath.Abs(a.keyPath())
 			if err != nil {
-				return fmt.Errorf("create journal: %w", err)
-			}
-			f.Close()
-			s, err := a.openPath(cmd.Context(), abs, origin)
-			if err != nil {
-				// The file is ours and empty or half-made: leave no debris.
-				os.Remove(abs)
-				os.Remove(abs + "-wal")
-				os.Remove(abs + "-shm")
 				return err
 			}
-			o := s.Origin()
-			if err := s.Close(); err != nil {
-				return fmt.Errorf("close journal: %w", err)
+			o, vkey, err := a.createJournal(cmd.Context(), abs, keyPath, origin)
+			if err != nil {
+				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]string{"path": abs, "tenant": a.tenant, "origin": o})
+				return writeJSON(a.stdout, map[string]string{"path": abs, "tenant": a.tenant, "origin": o, "key": keyPath, "vkey": vkey})
 			}
-			_, err = fmt.Fprintf(a.stdout, "created journal at %s (origin %s)\n", abs, o)
+			_, err = fmt.Fprintf(a.stdout, "created journal at %s (origin %s)\nlog key (private, mode 0600) at %s\nverifier key: %s\n", abs, o, keyPath, vkey)
 			return err
 		}),
 	}

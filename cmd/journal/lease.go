@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 func (a *app) leaseCmd() *cobra.Command {
@@ -73,7 +72,7 @@ be leased: acquire before its first append.`,
 			if err := validateLeaseFlags(owner, ttl); err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				l, err := s.Acquire(cmd.Context(), run, owner, ttl)
 				if err != nil {
 					return err
@@ -114,7 +113,7 @@ longer owns the run and must stop writing.`,
 			if err := validateLeaseFlags(owner, ttl); err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				l, err := s.Renew(cmd.Context(), run, owner, ep, ttl)
 				if err != nil {
 					return err
@@ -152,7 +151,7 @@ or one already released, changes nothing and is not an error.`,
 			if err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				if err := s.ReleaseLease(cmd.Context(), run, ep); err != nil {
 					return err
 				}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // pageSize is how many records one read transaction fetches. Reading page by
@@ -28,9 +27,9 @@ func (a *app) readCmd() *cobra.Command {
 
 Every record is checked as it is read: its hash must cover its stored bytes
 and its prev_hash must link to the record before it (from seq 1, to the
-genesis hash). A record that fails stops the read with exit code 1 and names
-the run and seq; use "journal verify" for a whole-chain check against the
-run's head and seal.
+genesis hash; with --from, from the first record printed). A record that
+fails stops the read with exit code 1 and names the run and seq; use
+"journal verify" for a whole-chain check against the run's head and seal.
 
 Text output: one line per record, "SEQ KIND HASH BODY". With --json, JSON
 Lines: {"run","seq","kind","prev_hash","hash","raw"}, where raw is the
@@ -47,7 +46,7 @@ record's canonical body, byte for byte as stored and hashed.`,
 			if from == 0 {
 				return usageErrorf("--from 0: seqs start at 1")
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				w := bufio.NewWriterSize(a.stdout, 64<<10)
 				err := readRun(cmd.Context(), s, run, store.Seq(from), limit, w, asJSON)
 				if ferr := w.Flush(); ferr != nil && err == nil {
@@ -197,7 +196,7 @@ least that many", and a note on stderr says so.`,
 					return usageErrorf("--case %q is not a case id (a 26-character ULID, optionally prefixed case_)", caseArg)
 				}
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				ctx := cmd.Context()
 				var n int
 				var err error

@@ -59,15 +59,24 @@ type app struct {
 	log            *slog.Logger
 
 	db       string // --db
+	storeArg string // --store: a journal path or a postgres:// DSN
+	key      string // --key
 	tenant   string // --tenant
 	logLevel string // --log-level
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
+
+	onServe func(addr string) // tests learn where serve listens
 }
 
 // run executes the CLI with args (without the program name) and returns the
 // process exit code. It is main without the process: tests drive it directly.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runApp(ctx, &app{stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+// runApp is run with a prepared app, so tests can set hooks such as onServe.
+func runApp(ctx context.Context, a *app, args []string) int {
+	stdin, stdout, stderr := a.stdin, a.stdout, a.stderr
 	root := a.newRoot()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -103,8 +112,9 @@ The journal file:
   --db PATH          if given, else
   $RUNSEAL_DB        if set and not empty, else
   ./runseal.db       in the current directory.
-Only "journal init" creates a file; every other command refuses a path where
-no journal exists, so a typo never starts an empty journal.
+Only "journal init" and "journal serve" create a file; every other command
+refuses a path where no journal exists, so a typo never starts an empty
+journal. --store takes a journal path or a postgres:// DSN instead.
 
 Output is text for people; --json gives machine output: one JSON document,
 or JSON Lines for streams (read, append, verify --all). Errors and logs go to
@@ -145,6 +155,8 @@ func (a *app) newRoot() *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
+	pf.StringVar(&a.storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
+	pf.StringVar(&a.key, "key", "", "the log's private note key file (default $"+envKey+", else the journal path + \".key\")")
 	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
 	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
 	pf.BoolVar(&a.peakRSS, "peak-rss", false, "print this process's peak RSS to stderr on exit")
@@ -160,6 +172,13 @@ func (a *app) newRoot() *cobra.Command {
 		a.sealCmd(),
 		a.cancelCmd(),
 		a.benchCmd(),
+		a.keyCmd(),
+		a.checkpointCmd(),
+		a.proofCmd(),
+		a.studyCmd(),
+		a.serveCmd(),
+		a.tokenCmd(),
+		a.witnessedCmd(),
 	)
 	return root
 }
@@ -221,10 +240,10 @@ func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store,
 	return s, nil
 }
 
-// withStore opens the journal, runs fn and closes the journal, reporting a
-// close failure only when fn succeeded.
-func (a *app) withStore(ctx context.Context, fn func(s *sqlite.Store) error) error {
-	s, err := a.open(ctx)
+// withStore opens the journal (--store, else --db), runs fn and closes the
+// journal, reporting a close failure only when fn succeeded.
+func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) error {
+	s, _, err := a.openStore(ctx, a.storeArg, false)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 func (a *app) sealCmd() *cobra.Command {
@@ -40,7 +39,7 @@ nothing: the first seal wins.`, store.SealingOutcomes),
 			if err := store.ValidateOutcome(outcome); err != nil || !store.IsSealingOutcome(outcome) {
 				return usageErrorf("--outcome %q: must be one of %v", outcome, store.SealingOutcomes)
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				leaf, err := s.Seal(cmd.Context(), run, ep, outcome)
 				if err != nil {
 					return err
@@ -93,7 +92,7 @@ proven, and is recorded as such.`,
 			if reason == "" || len(reason) > 4096 {
 				return usageErrorf("--reason: must be 1 to 4096 bytes")
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				created, err := s.RequestCancel(cmd.Context(), run, op, reason)
 				if err != nil {
 					return err

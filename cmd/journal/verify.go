@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // verifyResult is one run's verdict, as verify prints it.
@@ -49,7 +48,7 @@ on stderr when stderr is a terminal.`,
 		},
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			if all {
-				return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+				return a.withStore(cmd.Context(), func(s journalStore) error {
 					return a.verifyAll(cmd.Context(), s, asJSON)
 				})
 			}
@@ -57,7 +56,7 @@ on stderr when stderr is a terminal.`,
 			if err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(s *sqlite.Store) error {
+			return a.withStore(cmd.Context(), func(s journalStore) error {
 				res, err := verifyRun(cmd.Context(), s, run)
 				if err != nil && res == nil {
 					return err

@@ -29,7 +29,7 @@ import (
 )
 
 // SchemaVersion is the schema this code writes; a newer file is refused.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -65,7 +65,12 @@ type Store struct {
 	done      chan struct{}
 }
 
-var _ store.Journal = (*Store)(nil)
+var (
+	_ store.Journal          = (*Store)(nil)
+	_ store.CheckpointStore  = (*Store)(nil)
+	_ store.PublicationStore = (*Store)(nil)
+	_ store.TokenStore       = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the journal file at path.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -207,6 +212,25 @@ CREATE TABLE IF NOT EXISTS cancellations(
 	reason TEXT NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, run)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS logs(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signed_checkpoints(
+	tenant TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL, note BLOB NOT NULL, signed_at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS publications(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, size INTEGER NOT NULL,
+	attempts INTEGER NOT NULL, next_at INTEGER NOT NULL, last_error TEXT NOT NULL,
+	PRIMARY KEY(tenant, witness, size)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cosignatures(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, size INTEGER NOT NULL, lines BLOB NOT NULL, at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, size, witness)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS witness_state(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, cosigned_size INTEGER NOT NULL,
+	PRIMARY KEY(tenant, witness)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS witnessed(
+	tenant TEXT NOT NULL, size INTEGER NOT NULL, note BLOB NOT NULL, at INTEGER NOT NULL,
+	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tokens(
+	id TEXT PRIMARY KEY, tenant TEXT NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
+	hash BLOB NOT NULL, created INTEGER NOT NULL, revoked INTEGER) STRICT;
 CREATE TABLE IF NOT EXISTS log_nodes(
 	tenant TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
 	PRIMARY KEY(tenant, level, idx)) STRICT, WITHOUT ROWID;

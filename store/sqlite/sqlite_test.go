@@ -197,3 +197,27 @@ func TestConformanceGroupOfOne(t *testing.T) {
 		return s, clk
 	}})
 }
+
+// TestSchemaOneUpgrades: a file written by schema 1 (before publications
+// and tokens) opens, gains the new tables, and keeps its data.
+func TestSchemaOneUpgrades(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	s := open(t, path, Options{})
+	run := store.NewRunID()
+	if _, err := s.Append(context.Background(), 1, []store.Append{note(run, "kept")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	tamper(t, path, `DROP TABLE publications; DROP TABLE cosignatures; DROP TABLE witness_state; DROP TABLE witnessed; DROP TABLE tokens;
+		UPDATE meta SET value='1' WHERE key='schema'`)
+	s = open(t, path, Options{})
+	if h, err := s.Head(context.Background(), run); err != nil || h.Seq != 1 {
+		t.Fatalf("head after upgrade: %+v, %v", h, err)
+	}
+	if toks, err := s.Tokens(context.Background()); err != nil || len(toks) != 0 {
+		t.Fatalf("tokens after upgrade: %v, %v", toks, err)
+	}
+	if p, err := s.NextPublication(context.Background(), "w"); err != nil || p != nil {
+		t.Fatalf("publications after upgrade: %v, %v", p, err)
+	}
+}

@@ -98,6 +98,10 @@ var checks = []check{
 	{"log/sizes-beyond-the-log-refused", checkLogSizeBounds},
 	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
 	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
+	{"log/signed-checkpoints-kept", checkSignedCheckpoints},
+	// publication and tokens (optional interfaces)
+	{"publish/outbox-and-cosignatures", checkPublications},
+	{"auth/tokens-kept-hashed", checkTokens},
 }
 
 func checkGenesisHead(t *T) {

@@ -239,3 +239,48 @@ func checkConcurrentSealsNoGaps(t *T) {
 		t.Fatalf("log size %d after %d seals", cp.Size, n)
 	}
 }
+
+func checkSignedCheckpoints(t *T) {
+	j, _ := t.Open()
+	cs, ok := j.(store.CheckpointStore)
+	if !ok {
+		t.Fatalf("the journal does not keep signed checkpoints (store.CheckpointStore)")
+	}
+	if got, err := cs.LatestCheckpoint(t.ctx); err != nil || got != nil {
+		t.Fatalf("LatestCheckpoint of an empty store = %+v, %v", got, err)
+	}
+	_, cps := t.sealRuns(j, 3)
+	first := store.SignedCheckpoint{Size: cps[2].Size, Root: cps[2].Root, Note: []byte("note one\n")}
+	saved, err := cs.SaveCheckpoint(t.ctx, first)
+	if err != nil || string(saved.Note) != "note one\n" {
+		t.Fatalf("SaveCheckpoint = %+v, %v", saved, err)
+	}
+	again, err := cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: cps[2].Size, Root: cps[2].Root, Note: []byte("note two\n")})
+	if err != nil || string(again.Note) != "note one\n" {
+		t.Errorf("a size signed twice: kept %q, %v; want the first note kept", again.Note, err)
+	}
+	bad := cps[3].Root
+	bad[0] ^= 1
+	_, err = cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: cps[3].Size, Root: bad, Note: []byte("forged\n")})
+	expect[*store.InvalidArgumentError](t, err, "saving a checkpoint whose root is not the log's")
+	_, err = cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: cps[3].Size + 1, Root: cps[3].Root, Note: []byte("future\n")})
+	expect[*store.InvalidArgumentError](t, err, "saving a checkpoint beyond the log")
+	if _, err := cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: cps[1].Size, Root: cps[1].Root, Note: []byte("older\n")}); err != nil {
+		t.Fatalf("saving an older size: %v", err)
+	}
+	latest, err := cs.LatestCheckpoint(t.ctx)
+	if err != nil || latest == nil || latest.Size != cps[2].Size {
+		t.Errorf("LatestCheckpoint = %+v, %v, want size %d", latest, err, cps[2].Size)
+	}
+	if at, err := cs.SignedCheckpointAt(t.ctx, cps[1].Size); err != nil || at == nil || string(at.Note) != "older\n" {
+		t.Errorf("SignedCheckpointAt(%d) = %+v, %v", cps[1].Size, at, err)
+	}
+	for _, cp := range cps {
+		got, err := cs.CheckpointAt(t.ctx, cp.Size)
+		if err != nil || got != cp {
+			t.Errorf("CheckpointAt(%d) = %+v, %v, want %+v", cp.Size, got, err, cp)
+		}
+	}
+	_, err = cs.CheckpointAt(t.ctx, cps[3].Size+1)
+	expect[*store.InvalidArgumentError](t, err, "CheckpointAt beyond the log")
+}
