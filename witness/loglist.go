@@ -230,7 +230,7 @@ func (s *Store) ImportLogs(ctx context.Context, logs []ListedLog, force bool) (*
 			if err != nil {
 				return err
 			}
-			have, err := txLogKeys(ctx, tx, l.Origin)
+			have, err := logKeys(ctx, tx, l.Origin)
 			if err != nil {
 				return err
 			}
@@ -275,21 +275,4 @@ func (s *Store) ImportLogs(ctx context.Context, logs []ListedLog, force bool) (*
 		return nil, err
 	}
 	return res, nil
-}
-
-func txLogKeys(ctx context.Context, tx *sql.Tx, origin string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT vkey FROM log_keys WHERE origin = ? ORDER BY vkey", origin)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
 }

@@ -643,3 +643,32 @@ func newHTTPServer(t testing.TB, h http.Handler) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// TestStatus503 closes the state under a running server: requests are
+// answered 503 without a cosignature, whether the log's configuration was
+// cached or not.
+func TestStatus503(t *testing.T) {
+	e := newEnv(t)
+	l, fresh := newTestLog(t, "log.example/a"), newTestLog(t, "log.example/b")
+	e.addLog(l)
+	e.addLog(fresh)
+	l.tree.grow(2)
+	fresh.tree.grow(1)
+	e.mustCosign(l, 0, 1)
+	if err := e.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{request(1, l.tree.proof(1, 2), l.note(t, 2, nil)), request(0, nil, fresh.note(t, 1, nil))} {
+		code, _, got := e.post(body)
+		if code != 503 || got != "Service Unavailable\n" {
+			t.Errorf("closed state: %d %q, want 503 without detail", code, got)
+		}
+	}
+	_, err := e.client.AddCheckpoint(context.Background(), 1, l.tree.proof(1, 2), l.note(t, 2, nil))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("client: %v", err)
+	}
+	if code, _, _ := e.get("/" + OriginHash(l.origin) + "/checkpoint"); code != 503 {
+		t.Errorf("monitoring read of closed state: %d", code)
+	}
+}

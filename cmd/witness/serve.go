@@ -94,10 +94,11 @@ func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, k
 		servers := []*http.Server{srv}
 		errc := make(chan error, 2)
 		go func() { errc <- srv.Serve(ln) }()
-		attrs := []any{"addr", ln.Addr().String(), "prefix", prefix, "db", a.dbPath()}
+		var vkeys []string
 		for _, v := range w.Verifiers() {
-			attrs = append(attrs, "vkey", v.String())
+			vkeys = append(vkeys, v.String())
 		}
+		attrs := []any{"addr", ln.Addr().String(), "prefix", prefix, "db", a.dbPath(), "vkeys", vkeys}
 		if metricsListen != "" {
 			mln, err := net.Listen("tcp", metricsListen)
 			if err != nil {

@@ -134,8 +134,9 @@ type Report struct {
 	LoadAfter  float64 `json:"load_avg_1m_after,omitempty"`
 	BoundP99Ms float64 `json:"latency_bound_p99_ms"` // the latency bound of the run
 	// SustainedQPS is the highest rate of cosigned answers of a step that
-	// kept p99 within the bound, reached 90% of its target rate, and had
-	// at most 1% errors; P50Ms and P99Ms are that step's.
+	// kept p99 within the bound with at most 1% errors; P50Ms and P99Ms
+	// are that step's. The escalation also stops at the first step that
+	// falls short of 90% of its target: the witness is saturated.
 	SustainedQPS float64 `json:"sustained_qps"`
 	P50Ms        float64 `json:"p50_ms"` // median latency at the sustained step
 	P99Ms        float64 `json:"p99_ms"` // 99th percentile latency at the sustained step
@@ -160,7 +161,7 @@ type Step struct {
 	P99Ms       float64          `json:"p99_ms"`           // 99th percentile; -1 if none
 	MaxMs       float64          `json:"max_ms"`           // slowest 200 answer
 	Errors      map[string]int64 `json:"errors,omitempty"` // other answers by status
-	Pass        bool             `json:"pass"`             // within the bound, 90% of the target, ≤1% errors
+	Pass        bool             `json:"pass"`             // p99 within the bound, at most 1% errors
 }
 
 // Ceilings are the machine's limits measured in the same run.
@@ -292,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		g0 := groups.snapshot()
 		step := d.step(ctx, logs, target)
 		g1 := groups.snapshot()
-		step.Pass = step.P99Ms >= 0 && step.P99Ms <= ms(cfg.MaxP99) && step.AchievedQPS >= 0.9*target && errorRate(step) <= 0.01
+		step.Pass = step.P99Ms >= 0 && step.P99Ms <= ms(cfg.MaxP99) && errorRate(step) <= 0.01
 		rep.Steps = append(rep.Steps, step)
 		lg.Info("loadtest: step", "target_qps", round1(target), "achieved_qps", step.AchievedQPS,
 			"p50_ms", step.P50Ms, "p99_ms", step.P99Ms, "errors", step.Errors, "pass", step.Pass)
@@ -312,10 +313,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		switch {
 		case !step.Pass && step.P99Ms > ms(cfg.MaxP99):
 			rep.StoppedBecause = fmt.Sprintf("p99 %.1fms over the %.0fms bound at %.0f qps", step.P99Ms, ms(cfg.MaxP99), target)
-		case !step.Pass && step.AchievedQPS < 0.9*target:
-			rep.StoppedBecause = fmt.Sprintf("achieved %.0f of %.0f qps (the logs' requests could not keep up)", step.AchievedQPS, target)
 		case !step.Pass:
 			rep.StoppedBecause = fmt.Sprintf("%.1f%% errors at %.0f qps", 100*errorRate(step), target)
+		case step.AchievedQPS < 0.9*target:
+			rep.StoppedBecause = fmt.Sprintf("saturated: %.0f of %.0f qps answered within the bound", step.AchievedQPS, target)
 		case target*cfg.Factor > cfg.MaxQPS:
 			rep.StoppedBecause = fmt.Sprintf("reached the maximum rate %.0f qps", cfg.MaxQPS)
 		}
