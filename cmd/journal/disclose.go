@@ -223,12 +223,22 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 						return fmt.Errorf("--checkpoint: %w", err)
 					}
 				} else {
-					sc, err := s.LatestCheckpoint(ctx)
-					if err != nil {
-						return err
+					// The newest checkpoint the publisher saw witnessed; a
+					// store that publishes nothing falls back to the newest
+					// signed one, which the policy check below judges.
+					var sc *store.SignedCheckpoint
+					if ps, ok := s.(store.PublicationStore); ok {
+						if sc, err = ps.LatestWitnessed(ctx); err != nil {
+							return err
+						}
 					}
 					if sc == nil {
-						return fmt.Errorf("this journal keeps no signed checkpoint: run 'journal checkpoint', have it witnessed, and pass it with --checkpoint")
+						if sc, err = s.LatestCheckpoint(ctx); err != nil {
+							return err
+						}
+					}
+					if sc == nil {
+						return fmt.Errorf("this journal keeps no signed checkpoint: run 'journal checkpoint' (or 'journal serve --policy ...' to have it witnessed), or pass one with --checkpoint")
 					}
 					n = sc.Note
 				}
@@ -258,7 +268,7 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 	f.StringSliceVar(&cases, "cases", nil, "case ids whose runs to disclose, comma-separated or repeated")
 	f.StringVar(&recipient, "recipient", "", "to whom the package goes, as recorded (required)")
 	f.StringVar(&out, "out", "", "the package file to create (required; must not exist)")
-	f.StringVar(&cpPath, "checkpoint", "", "the witnessed signed checkpoint note to disclose against (default: the latest this journal keeps)")
+	f.StringVar(&cpPath, "checkpoint", "", "the witnessed signed checkpoint note to disclose against (default: the newest witnessed one this journal keeps, else its newest signed one)")
 	f.StringVar(&logKey, "log-key", "", "the log's verifier key or @FILE (default: derived from the journal's key file)")
 	f.StringArrayVar(&witnesses, "witness", nil, "a witness's cosignature verifier key, or @FILE (repeatable)")
 	f.IntVar(&quorum, "quorum", 0, "how many --witness keys must have cosigned (default: all)")
