@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/runseal/runseal/disclosure"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 type journalStore interface {
 	store.Journal
 	store.CheckpointStore
+	disclosure.Register
 	Origin() string
 	Close() error
 }

@@ -179,6 +179,10 @@ func (a *app) newRoot() *cobra.Command {
 		a.serveCmd(),
 		a.tokenCmd(),
 		a.witnessedCmd(),
+		a.exportCmd(),
+		a.restoreCmd(),
+		a.discloseCmd(),
+		a.disclosuresCmd(),
 	)
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -199,7 +200,7 @@ func (s *Store) explainRefusal(ctx context.Context, x *session, err error) error
 	qerr := x.conn.QueryRow(ctx, s.q.admissionHolder, s.tenant, at.key).Scan(&holder)
 	if errors.Is(qerr, pgx.ErrNoRows) {
 		// Forgotten between our insert and this read: try again.
-		return &notWrittenError{err: &pgconn.PgError{Code: "40001", Message: "admission key retired during the append; retrying"}}
+		return &notWrittenError{err: errRetry{"admission key " + strconv.Quote(at.key) + " was taken and then retired during the append"}}
 	}
 	if qerr != nil {
 		return notWritten(fmt.Errorf("admission key %q is taken, and reading its holder failed: %w", at.key, qerr))

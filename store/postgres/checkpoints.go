@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -63,7 +64,13 @@ func (s *Store) SaveCheckpoint(ctx context.Context, sc store.SignedCheckpoint) (
 		out = *have
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return store.SignedCheckpoint{}, &store.CommitUnknownError{Detail: err.Error(), Err: err}
+		// A server answer or a COMMIT that never left means nothing was
+		// kept; only a lost acknowledgement leaves it in doubt.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+			return store.SignedCheckpoint{}, notWritten(fmt.Errorf("save checkpoint %d: %w", sc.Size, err))
+		}
+		return store.SignedCheckpoint{}, &store.CommitUnknownError{Detail: "save checkpoint: " + err.Error(), Err: err}
 	}
 	return out, nil
 }

@@ -45,10 +45,19 @@ type appendReq struct {
 func admissionKeys(batch []store.Append) []string {
 	var keys []string
 	for _, a := range batch {
-		if a.Kind != store.KindRunAdmitted || len(a.Fields) == 0 {
+		kind, fields := a.Kind, a.Fields
+		if a.Raw != nil {
+			// A restored record carries its kind and fields in its bytes.
+			b, err := store.DecodeBody(a.Raw)
+			if err != nil {
+				continue // refused later, with the field named
+			}
+			kind, fields = b.Kind, b.Fields
+		}
+		if kind != store.KindRunAdmitted || len(fields) == 0 {
 			continue
 		}
-		v, err := canon.Parse(a.Fields)
+		v, err := canon.Parse(fields)
 		if err != nil {
 			continue // refused later, with the field named
 		}

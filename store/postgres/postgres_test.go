@@ -474,3 +474,59 @@ func TestAlteredLogNodeRefusesSeal(t *testing.T) {
 		t.Fatalf("after the refused seal: %+v %v, want size 3", cp, err)
 	}
 }
+
+// TestRacingRestoredAdmissions: restores (raw records) claiming one
+// admission key race like live admissions do: exactly one wins and the
+// others are told who holds the key.
+func TestRacingRestoredAdmissions(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, Options{Committers: 1})
+	// Hold the only committer on a run locked by an atomic append, so the
+	// restores queue up and are taken as one group.
+	blocker := store.NewRunID()
+	release, started := make(chan struct{}), make(chan struct{})
+	go s.Atomic().AppendAtomic(ctx, blocker, 1, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
+		close(started)
+		<-release
+		return []store.Append{note(blocker, "held")}, nil
+	})
+	<-started
+	held := make(chan error, 1)
+	go func() { _, err := s.Append(ctx, 1, []store.Append{note(blocker, "waits")}); held <- err }()
+	time.Sleep(100 * time.Millisecond)
+	const n = 12
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			run := store.NewRunID()
+			raw, err := store.EncodeBody(store.Body{Seq: 1, Run: run, Epoch: 1, V: store.RecordVersion, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"restored-key"}`)})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			_, errs[i] = s.Append(ctx, 1, []store.Append{{Run: run, Raw: raw}})
+		}(i)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	won := 0
+	for i, err := range errs {
+		var da *store.DuplicateAdmissionError
+		switch {
+		case err == nil:
+			won++
+		case !errors.As(err, &da):
+			t.Errorf("restore %d: %v, want success or DuplicateAdmission", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d restores claimed one key", won)
+	}
+}

@@ -156,6 +156,13 @@ CREATE TABLE {S}.tokens(
 	created timestamptz NOT NULL,
 	revoked timestamptz);
 `},
+	{"disclosure register", `
+CREATE TABLE {S}.disclosures(
+	tenant text COLLATE "C" NOT NULL,
+	id     text COLLATE "C" NOT NULL,
+	act    jsonb NOT NULL,
+	PRIMARY KEY (tenant, id));
+`},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is

@@ -162,6 +162,11 @@ func notWritten(err error) error {
 	return &notWrittenError{err: err}
 }
 
+// errRetry is a failure that wrote nothing and is worth running again.
+type errRetry struct{ why string }
+
+func (e errRetry) Error() string { return e.why }
+
 // retryable reports whether a failed attempt may simply run again: it
 // wrote nothing and failed for a reason that passes (a serialization
 // failure, a deadlock victim, a connection that was dead before use).
@@ -169,6 +174,10 @@ func retryable(err error) bool {
 	var nw *notWrittenError
 	if !errors.As(err, &nw) {
 		return false
+	}
+	var again errRetry
+	if errors.As(err, &again) {
+		return true
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -29,6 +29,9 @@ import (
 )
 
 // SchemaVersion is the schema this code writes; a newer file is refused.
+// Version 2 added the witness outbox, tokens and the disclosure register.
+// Every statement of the schema is idempotent, so opening a version 1 file
+// creates whatever tables it lacks.
 const SchemaVersion = 2
 
 // Options configures a Store. The zero value is valid.
@@ -234,6 +237,14 @@ CREATE TABLE IF NOT EXISTS tokens(
 CREATE TABLE IF NOT EXISTS log_nodes(
 	tenant TEXT NOT NULL, level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL,
 	PRIMARY KEY(tenant, level, idx)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS disclosures(
+	tenant TEXT NOT NULL, id TEXT NOT NULL, at INTEGER NOT NULL,
+	actor TEXT NOT NULL, basis TEXT NOT NULL, recipient TEXT NOT NULL,
+	runs TEXT NOT NULL, cases TEXT NOT NULL,
+	origin TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL,
+	package BLOB NOT NULL, bytes INTEGER NOT NULL,
+	runs_carried INTEGER NOT NULL, sealed INTEGER NOT NULL, records INTEGER NOT NULL,
+	PRIMARY KEY(tenant, id)) STRICT, WITHOUT ROWID;
 `
 
 func migrate(ctx context.Context, db *sql.DB) error {

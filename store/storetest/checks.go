@@ -99,6 +99,7 @@ var checks = []check{
 	{"log/unsealed-runs-not-in-log", checkUnsealedNotInLog},
 	{"log/concurrent-seals-no-gap-no-duplicate", checkConcurrentSealsNoGaps},
 	{"log/signed-checkpoints-kept", checkSignedCheckpoints},
+	{"disclosure/register-keeps-acts", checkDisclosureRegister},
 	// publication and tokens (optional interfaces)
 	{"publish/outbox-and-cosignatures", checkPublications},
 	{"auth/tokens-kept-hashed", checkTokens},

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/internal/benchjournal"
+	"github.com/runseal/runseal/store"
+)
+
+// Targets the bench reports against.
+const (
+	targetMBps    = 150 // verification throughput, MB/s (10^6 bytes)
+	targetRSSMiB  = 64  // peak resident set of the verifying process
+	benchPayload  = 900 // opaque bytes per record: records of about 1.1 kB
+	benchPerRun   = 20  // records per run
+	benchOrigin   = "bench.runseal.example/log"
+	benchUnsealed = 10 // every 10th run is unsealed
+)
+
+type benchReport struct {
+	Machine struct {
+		GOOS        string `json:"goos"`
+		GOARCH      string `json:"goarch"`
+		NumCPU      int    `json:"num_cpu"`
+		GoVersion   string `json:"go_version"`
+		LoadAverage string `json:"load_average,omitempty"`
+	} `json:"machine"`
+	Package genReport `json:"package"`
+	Verify  struct {
+		Verdict     string  `json:"verdict"`
+		Seconds     float64 `json:"seconds"`
+		MBps        float64 `json:"mb_per_s"`
+		RecordsPerS float64 `json:"records_per_s"`
+		CPUSeconds  float64 `json:"cpu_seconds"`
+		MBperCPUs   float64 `json:"mb_per_cpu_s"`
+		// PeakRSSBytes is the verifying child's ru_maxrss from getrusage.
+		// Linux carries the spawning process's resident set into it, so it
+		// is an upper bound by ParentRSSBytes at most.
+		PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+		PeakRSSMiB     float64 `json:"peak_rss_mib"`
+		ParentRSSBytes int64   `json:"parent_rss_bytes_at_spawn"`
+	} `json:"verify"`
+	// SHA256 is this machine's single-core SHA-256 throughput on 1 MiB
+	// buffers, measured before and after the verification in the same run;
+	// MBps is the better of the two, the ceiling to compare against.
+	SHA256 struct {
+		MBps       float64 `json:"mb_per_s"`
+		MBperCPUs  float64 `json:"mb_per_cpu_s,omitempty"`
+		BeforeMBps float64 `json:"before_mb_per_s"`
+		AfterMBps  float64 `json:"after_mb_per_s"`
+	} `json:"sha256"`
+	VerifyOverSHA256 float64 `json:"verify_over_sha256"` // wall-clock throughputs
+	Targets          struct {
+		MinMBps    float64 `json:"min_mb_per_s"`
+		MaxRSSMiB  float64 `json:"max_peak_rss_mib"`
+		MBpsMet    bool    `json:"mb_per_s_met"`
+		RSSMet     bool    `json:"peak_rss_met"`
+		CPUMBpsMet bool    `json:"mb_per_cpu_s_met"`
+	} `json:"targets"`
+}
+
+type genReport struct {
+	Bytes   int64   `json:"bytes"`
+	Runs    uint64  `json:"runs"`
+	Sealed  uint64  `json:"sealed"`
+	Records uint64  `json:"records"`
+	Seconds float64 `json:"generate_seconds"`
+	SHA256  string  `json:"sha256"`
+}
+
+func (a *app) benchCmd() *cobra.Command {
+	var size int64
+	var dir string
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure verification throughput and peak memory on a generated package",
+		Long: `Generate a genuine disclosure package of about --size bytes (records of about
+1.1 kB in runs of 20, one run in ten unsealed, selected by a case) through the
+real package writer from a synthetic journal, in a child process; then verify
+it with "auditor verify" in another child process, timing it and reading its
+peak resident set from getrusage; and measure this machine's single-core
+SHA-256 throughput before and after, in the same run. Prints one JSON report.
+
+Targets: at least 150 MB/s, and a peak RSS of at most 64 MiB whatever the
+package size. On a shared machine the wall-clock figure moves with the load;
+mb_per_cpu_s (bytes over the verifier's CPU time) does not.`,
+		Example: `  auditor bench
+  auditor bench --size 100000000 --dir /var/tmp`,
+		Args: cobra.NoArgs,
+		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
+			if size < 1<<20 {
+				return usageErrorf("--size %d: at least 1 MiB", size)
+			}
+			return a.bench(cmd.Context(), size, dir, keep)
+		}),
+	}
+	cmd.Flags().Int64Var(&size, "size", 1<<30, "approximate package size in bytes")
+	cmd.Flags().StringVar(&dir, "dir", os.TempDir(), "where to write the package (it needs --size bytes free)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the package and its keys instead of deleting them")
+	return cmd
+}
+
+func (a *app) self() (string, error) {
+	if a.exe != "" {
+		return a.exe, nil
+	}
+	return os.Executable()
+}
+
+func (a *app) bench(ctx context.Context, size int64, parent string, keep bool) error {
+	exe, err := a.self()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(parent, "auditor-bench-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	var rep benchReport
+	rep.Machine.GOOS, rep.Machine.GOARCH, rep.Machine.NumCPU, rep.Machine.GoVersion = runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		rep.Machine.LoadAverage = strings.TrimSpace(string(b))
+	}
+	pkg := filepath.Join(dir, "package.jsonl")
+
+	a.log.Info("generating", "bytes", size, "file", pkg)
+	var out bytes.Buffer
+	gen := exec.CommandContext(ctx, exe, "bench-generate", "--size", fmt.Sprint(size), "--out", pkg, "--keys", dir)
+	gen.Stdout, gen.Stderr = &out, a.stderr
+	if err := gen.Run(); err != nil {
+		return fmt.Errorf("generating the package: %w", err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep.Package); err != nil {
+		return fmt.Errorf("generator output: %w", err)
+	}
+
+	before, beforeCPU := sha256Rate()
+	rep.Verify.ParentRSSBytes = selfRSS()
+	a.log.Info("verifying", "file", pkg)
+	out.Reset()
+	ver := exec.CommandContext(ctx, exe, "verify", pkg, "--json", "--no-progress",
+		"--log-key", "@"+filepath.Join(dir, "log.vkey"),
+		"--witness", "@"+filepath.Join(dir, "w1.vkey"), "--witness", "@"+filepath.Join(dir, "w2.vkey"), "--quorum", "2")
+	ver.Stdout, ver.Stderr = &out, a.stderr
+	start := time.Now()
+	verr := ver.Run()
+	secs := time.Since(start).Seconds()
+	var vrep verifyOutput
+	if err := json.Unmarshal(out.Bytes(), &vrep); err != nil {
+		return fmt.Errorf("verifier output (%v): %w", verr, err)
+	}
+	if vrep.Report == nil || vrep.Verdict != disclosure.Sound {
+		return fmt.Errorf("the generated package did not verify: %v %s", verr, out.String())
+	}
+	after, afterCPU := sha256Rate()
+
+	v := &rep.Verify
+	v.Verdict, v.Seconds = string(vrep.Verdict), secs
+	mb := float64(vrep.Counts.Bytes) / 1e6
+	v.MBps, v.RecordsPerS = mb/secs, float64(vrep.Counts.Records)/secs
+	maxrss, cpu := childUsage(ver.ProcessState)
+	v.PeakRSSBytes, v.PeakRSSMiB, v.CPUSeconds = maxrss, float64(maxrss)/(1<<20), cpu.Seconds()
+	if cpu > 0 {
+		v.MBperCPUs = mb / cpu.Seconds()
+	}
+	s := &rep.SHA256
+	s.BeforeMBps, s.AfterMBps = before, after
+	s.MBps = max(before, after)
+	s.MBperCPUs = max(beforeCPU, afterCPU)
+	rep.VerifyOverSHA256 = v.MBps / s.MBps
+	t := &rep.Targets
+	t.MinMBps, t.MaxRSSMiB = targetMBps, targetRSSMiB
+	t.MBpsMet, t.RSSMet, t.CPUMBpsMet = v.MBps >= targetMBps, v.PeakRSSMiB <= targetRSSMiB, v.MBperCPUs >= targetMBps
+	return writeJSON(a.stdout, rep)
+}
+
+// sha256Rate hashes 1 MiB buffers on one locked thread for about a second
+// and returns MB/s by the wall clock and, where the OS reports thread CPU
+// time, by CPU time.
+func sha256Rate() (wall, cpu float64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	buf := make([]byte, 1<<20)
+	rand.Read(buf)
+	cpu0 := threadCPU()
+	start := time.Now()
+	n := 0
+	for time.Since(start) < time.Second {
+		for range 16 {
+			sha256.Sum256(buf)
+		}
+		n += 16
+	}
+	secs := time.Since(start).Seconds()
+	mb := float64(n) * float64(len(buf)) / 1e6
+	if c := threadCPU() - cpu0; c > 0 {
+		cpu = mb / c.Seconds()
+	}
+	return mb / secs, cpu
+}
+
+// benchGenerateCmd is the bench's child that writes the package, so that
+// the generator's memory never counts against the verifier's.
+func (a *app) benchGenerateCmd() *cobra.Command {
+	var size int64
+	var out, keysDir string
+	cmd := &cobra.Command{
+		Use:    "bench-generate",
+		Short:  "Write a genuine package of about --size bytes and its verifier keys (used by bench)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
+			if out == "" || keysDir == "" || size <= 0 {
+				return usageErrorf("--size, --out and --keys are required")
+			}
+			rep, err := generate(cmd.Context(), size, out, keysDir)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(a.stdout).Encode(rep)
+		}),
+	}
+	cmd.Flags().Int64Var(&size, "size", 0, "approximate package size in bytes")
+	cmd.Flags().StringVar(&out, "out", "", "the package file to write")
+	cmd.Flags().StringVar(&keysDir, "keys", "", "directory to write log.vkey, w1.vkey and w2.vkey into")
+	return cmd
+}
+
+func generate(ctx context.Context, size int64, out, keysDir string) (*genReport, error) {
+	start := time.Now()
+	// A record line is its body plus about 81 bytes of framing, and a run
+	// adds a block of about 1.5 kB.
+	perRun := int64(benchPerRun)*(benchPayload+230) + 1500
+	runs := max(1, int(size/perRun))
+	j, err := benchjournal.New(benchjournal.Spec{Origin: benchOrigin, Runs: runs, RecordsPerRun: benchPerRun, PayloadBytes: benchPayload, UnsealedEvery: benchUnsealed})
+	if err != nil {
+		return nil, err
+	}
+	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, benchOrigin)
+	if err != nil {
+		return nil, err
+	}
+	logSigner, err := checkpoint.NewSigner(skey)
+	if err != nil {
+		return nil, err
+	}
+	signers := []note.Signer{logSigner}
+	files := map[string]string{"log.vkey": vkey}
+	var ws []*checkpoint.CosignatureVerifier
+	for i := 1; i <= 2; i++ {
+		csk, cvk, err := checkpoint.GenerateCosignerKey(rand.Reader, fmt.Sprintf("bench-witness-%d.example", i))
+		if err != nil {
+			return nil, err
+		}
+		c, err := checkpoint.NewCosigner(csk)
+		if err != nil {
+			return nil, err
+		}
+		signers = append(signers, c)
+		ws = append(ws, c.Verifier())
+		files[fmt.Sprintf("w%d.vkey", i)] = cvk
+	}
+	for name, k := range files {
+		if err := os.WriteFile(filepath.Join(keysDir, name), []byte(k+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	cp, _ := j.Checkpoint(ctx)
+	msg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: cp.Origin, Size: cp.Size, Root: cp.Root}, signers...)
+	if err != nil {
+		return nil, err
+	}
+	lv, err := checkpoint.NewVerifier(vkey)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := checkpoint.NewThresholdPolicy(2, ws...)
+	if err != nil {
+		return nil, err
+	}
+	signed, err := pol.Verify(msg, lv)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := disclosure.WritePackage(ctx, j, f, disclosure.Selection{Cases: []store.CaseID{j.Case}}, signed)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &genReport{Bytes: sum.Bytes, Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records,
+		Seconds: time.Since(start).Seconds(), SHA256: sum.SHA256.String()}, nil
+}

@@ -1,0 +1,23 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockDir takes an exclusive lock on path so that two monitors never race
+// on one state directory; the kernel drops it if the process dies.
+func lockDir(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another monitor holds %s", path)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,167 @@
+package disclosure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+
+	"github.com/runseal/runseal/store"
+)
+
+// recordSeeds are raw bodies from spec/vectors/records.json, valid and not.
+func recordSeeds(t testing.TB) [][]byte {
+	b, err := os.ReadFile("../spec/vectors/records.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Records []struct {
+			Canonical string `json:"canonical"`
+		} `json:"records"`
+		Invalid []struct {
+			Raw string `json:"raw"`
+		} `json:"invalid_bodies"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, r := range v.Records {
+		out = append(out, []byte(r.Canonical))
+	}
+	for _, r := range v.Invalid {
+		out = append(out, []byte(r.Raw))
+	}
+	if len(out) < 5 {
+		t.Fatalf("only %d record seeds", len(out))
+	}
+	return out
+}
+
+// The fast body decoder must agree with store.DecodeBody (and, for the
+// kinds the store reads, store.ReadFacts) on every input.
+func FuzzDecodeRecordBody(f *testing.F) {
+	for _, s := range recordSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
+	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"Succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
+	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":5,"text":{"seq":"x"},"v":1}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, gotFacts, err := decodeRecordBody(raw)
+		want, werr := store.DecodeBody(raw)
+		var wantFacts store.Facts
+		if werr == nil && storeReadKind(want.Kind) {
+			wantFacts, werr = store.ReadFacts(want)
+		}
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("decodeRecordBody(%q) = %v, reference = %v", raw, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if !storeReadKind(want.Kind) {
+			want.Fields, got.Fields = nil, nil // not returned for opaque kinds
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotFacts, wantFacts) {
+			t.Fatalf("decodeRecordBody(%q) = %+v %+v, reference %+v %+v", raw, got, gotFacts, want, wantFacts)
+		}
+	})
+}
+
+// Every framing line the parsers accept has one spelling: re-encoding what
+// was parsed gives the same bytes.
+func FuzzParseLine(f *testing.F) {
+	// Seeds come from the vector files: fuzz workers build no journal
+	// (SQLite under coverage instrumentation is too slow to set up).
+	_, pkg, exp := loadVectors(f)
+	for _, l := range append(lines(pkg), lines(exp)...) {
+		f.Add(bytes.TrimSuffix(l, []byte("\n")))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		full := append(bytes.Clone(line), '\n')
+		for _, k := range []struct {
+			kind  string
+			proof bool
+		}{{KindPackageRun, true}, {KindExportRun, false}} {
+			var blk runBlock
+			if parseRunBlock(line, k.kind, k.proof, &blk) == nil {
+				if got := appendRunBlock(nil, k.kind, &blk, k.proof); !bytes.Equal(got, full) {
+					t.Fatalf("run block %q re-encodes as %q", line, got)
+				}
+				if !isRunBlock(line, k.kind) {
+					t.Fatalf("run block %q not recognized as one", line)
+				}
+			}
+		}
+		if h, raw, err := parseRecordLine(line); err == nil {
+			if got := appendRecordLine(nil, h, raw); !bytes.Equal(got, full) {
+				t.Fatalf("record line %q re-encodes as %q", line, got)
+			}
+		}
+		if c, n, err := parseCaseBlock(line); err == nil {
+			if got := appendCaseBlock(nil, c, n); !bytes.Equal(got, full) {
+				t.Fatalf("case block %q re-encodes as %q", line, got)
+			}
+		}
+		for _, kind := range []string{KindPackageEnd, KindExportEnd} {
+			if tr, err := parseTrailer(line, kind); err == nil {
+				if got := appendTrailer(nil, kind, tr); !bytes.Equal(got, full) {
+					t.Fatalf("trailer %q re-encodes as %q", line, got)
+				}
+			}
+		}
+		if h, err := parseHeader(line); err == nil && (h.Kind == KindPackage || h.Kind == KindExport) {
+			got, err := marshalHeader(h)
+			if err != nil || !bytes.Equal(got, full) {
+				t.Fatalf("header %q re-encodes as %q (%v)", line, got, err)
+			}
+		}
+	})
+}
+
+// Verify never panics or fails to answer on any input, its verdict agrees
+// with its findings, and whatever input it calls sound carries no sealed run
+// block the genuine package does not: a leaf cannot be forged.
+func FuzzVerify(f *testing.F) {
+	vf, genuine, _ := loadVectors(f)
+	known := map[string]bool{}
+	for _, l := range lines(genuine) {
+		known[string(l)] = true
+	}
+	f.Add(genuine)
+	for _, c := range vf.Tampered {
+		f.Add(c.apply(f, bytes.Clone(genuine)))
+	}
+	opts := vectorKeys(f, vf)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		rep, err := Verify(context.Background(), bytes.NewReader(in), opts)
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		switch rep.Verdict {
+		case Sound:
+			if len(rep.Findings) > 0 || len(rep.Unverifiable) > 0 || !rep.Complete {
+				t.Fatalf("sound with findings or incomplete: %+v", rep)
+			}
+			for _, l := range lines(in) {
+				if bytes.HasPrefix(l, []byte(`{"index":`)) && !known[string(l)] {
+					t.Fatalf("a sealed run block not in the genuine package verified: %q", l)
+				}
+			}
+		case NotSound:
+			if len(rep.Findings) == 0 && rep.FindingsOmitted == 0 {
+				t.Fatal("not sound without a finding")
+			}
+		case Unverifiable:
+			if len(rep.Findings) > 0 || len(rep.Unverifiable) == 0 {
+				t.Fatalf("unverifiable with findings or without a reason: %+v", rep)
+			}
+		default:
+			t.Fatalf("verdict %q", rep.Verdict)
+		}
+	})
+}

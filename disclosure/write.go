@@ -1,0 +1,482 @@
+package disclosure
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+
+	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/store"
+)
+
+// Summary describes a package or export as written.
+type Summary struct {
+	Checkpoint store.Checkpoint `json:"checkpoint"`
+	Runs       uint64           `json:"runs"`
+	Sealed     uint64           `json:"sealed"`
+	Records    uint64           `json:"records"`
+	Cases      uint64           `json:"cases"`
+	Bytes      int64            `json:"bytes"`
+	SHA256     store.Digest     `json:"sha256"` // of exactly the bytes written
+}
+
+// lineWriter buffers, counts and digests what it writes.
+type lineWriter struct {
+	w   *bufio.Writer
+	sum hash.Hash
+	n   int64
+	buf []byte // scratch for building a line
+}
+
+func newLineWriter(w io.Writer) *lineWriter {
+	return &lineWriter{w: bufio.NewWriterSize(w, 1<<20), sum: sha256.New()}
+}
+
+func (lw *lineWriter) write(b []byte) error {
+	lw.sum.Write(b)
+	lw.n += int64(len(b))
+	_, err := lw.w.Write(b)
+	return err
+}
+
+func (lw *lineWriter) finish(s *Summary) error {
+	if err := lw.w.Flush(); err != nil {
+		return err
+	}
+	s.Bytes = lw.n
+	lw.sum.Sum(s.SHA256[:0])
+	return nil
+}
+
+// WritePackage writes a disclosure package of the runs sel names to w,
+// against the witnessed checkpoint cp: a header carrying cp's signed note
+// (only its verified signatures: the log's and the witnesses'), then for
+// each run in ascending id order a run block and its records with their
+// exact stored bytes, then a block per selected case, then a trailer with
+// the counts. A run with a leaf below cp's size carries its log index, its
+// seal and its inclusion proof at that size; any other run is marked
+// unsealed. The format is spec/disclosure.md.
+//
+// cp must be a checkpoint of j's log: same origin, a size the log has
+// reached, and the log's root at that size (proved with a consistency proof
+// from the journal). Proofs come from InclusionProofAt at cp's size, so runs
+// sealed while the package is written do not move them.
+//
+// Memory is constant in the number and size of the runs: the selection is
+// merged from sorted pages, and records are read a page at a time.
+//
+// On error, what was written to w is not a package and must be discarded.
+// An *UnplacedRunError means a selected run's leaf is not below cp's size:
+// retry against a newer witnessed checkpoint. The writer also checks what it
+// writes (chains, heads, leaves, proofs) and refuses to write a package from
+// a journal that fails those checks.
+func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selection, cp *checkpoint.Signed) (Summary, error) {
+	if cp == nil {
+		return Summary{}, &CheckpointMismatchError{Detail: "no signed checkpoint given"}
+	}
+	sel, err := sel.normalize()
+	if err != nil {
+		return Summary{}, err
+	}
+	ck := cp.Checkpoint()
+	want := store.Checkpoint{Origin: ck.Origin, Size: ck.Size, Root: store.Digest(ck.Root)}
+	if err := matchJournal(ctx, j, want); err != nil {
+		return Summary{}, err
+	}
+	for _, r := range sel.Runs {
+		h, err := j.Head(ctx, r)
+		if err != nil {
+			return Summary{}, err
+		}
+		if h.Seq == 0 {
+			return Summary{}, &SelectionError{Detail: fmt.Sprintf("run %s is not in the journal", r)}
+		}
+	}
+	m, err := newMerger(ctx, j, sel)
+	if err != nil {
+		return Summary{}, err
+	}
+	hdr, err := marshalHeader(&header{Kind: KindPackage, Version: Version, Canon: CanonVersion, Checkpoint: want, Note: cp.Note(), Selection: sel})
+	if err != nil {
+		return Summary{}, err
+	}
+	lw := newLineWriter(w)
+	if err := lw.write(hdr); err != nil {
+		return Summary{}, err
+	}
+	rw := &runWriter{j: j, lw: lw, kind: KindPackageRun, proofs: true, cp: want, cases: sel.Cases, caseRuns: make([]uint64, len(sel.Cases))}
+	sum := Summary{Checkpoint: want}
+	for {
+		run, viaCase, ok, err := m.next(ctx)
+		if err != nil {
+			return Summary{}, err
+		}
+		if !ok {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return Summary{}, err
+		}
+		sealed, n, err := rw.writeRun(ctx, run, nil, viaCase)
+		if err != nil {
+			return Summary{}, err
+		}
+		sum.Runs++
+		sum.Records += n
+		if sealed {
+			sum.Sealed++
+		}
+	}
+	for i, c := range sel.Cases {
+		if err := lw.write(appendCaseBlock(lw.buf[:0], c, rw.caseRuns[i])); err != nil {
+			return Summary{}, err
+		}
+	}
+	sum.Cases = uint64(len(sel.Cases))
+	if err := lw.write(appendTrailer(lw.buf[:0], KindPackageEnd, trailer{Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records, Cases: sum.Cases})); err != nil {
+		return Summary{}, err
+	}
+	return sum, lw.finish(&sum)
+}
+
+// matchJournal checks that want is a state of j's log: its origin, a size
+// the log has reached, and, proved by a consistency proof from the journal
+// to its current state, the log's root at that size.
+func matchJournal(ctx context.Context, j store.Journal, want store.Checkpoint) error {
+	cur, err := j.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if cur.Origin != want.Origin {
+		return &CheckpointMismatchError{Detail: fmt.Sprintf("origin %q, the journal's is %q", want.Origin, cur.Origin)}
+	}
+	if want.Size > cur.Size {
+		return &CheckpointMismatchError{Detail: fmt.Sprintf("size %d, the journal's log has %d leaves", want.Size, cur.Size)}
+	}
+	var proof []store.Digest
+	if want.Size != cur.Size {
+		if proof, err = j.ConsistencyProof(ctx, want.Size, cur.Size); err != nil {
+			return err
+		}
+	}
+	hs := make([]log.Hash, len(proof))
+	for i, p := range proof {
+		hs[i] = log.Hash(p)
+	}
+	if err := log.VerifyConsistency(want.Size, cur.Size, log.Hash(want.Root), log.Hash(cur.Root), hs); err != nil {
+		return &CheckpointMismatchError{Detail: fmt.Sprintf("root %s is not the journal's root at size %d: %v", want.Root, want.Size, err)}
+	}
+	return nil
+}
+
+// runWriter writes run blocks and their records.
+type runWriter struct {
+	j        store.Journal
+	lw       *lineWriter
+	kind     string
+	proofs   bool // a package: proofs at cp.Size; else an export: positions below cp.Size
+	cp       store.Checkpoint
+	cases    []store.CaseID // selected cases, ascending
+	caseRuns []uint64       // per selected case, carried runs with a record stamped with it
+	hit      []bool
+	pageSize int
+}
+
+const (
+	minPage     = 16
+	maxPage     = 1024
+	targetBytes = 8 << 20 // aim for pages of about this many record bytes
+)
+
+// writeRun writes one run. pos is the run's log position for an export
+// (nil: unsealed); a package asks the journal for the inclusion proof.
+// viaCase lists the selected cases (by index) whose listing brought the run.
+func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.Position, viaCase []int) (bool, uint64, error) {
+	blk := runBlock{Run: run}
+	if rw.proofs {
+		inc, err := rw.j.InclusionProofAt(ctx, run, rw.cp.Size)
+		if err != nil {
+			return false, 0, err
+		}
+		if inc != nil {
+			blk.Sealed, blk.Index, blk.Seal = true, inc.Index, inc.Leaf
+			blk.Proof = make([]log.Hash, len(inc.Proof))
+			for i, p := range inc.Proof {
+				blk.Proof[i] = log.Hash(p)
+			}
+			if err := log.VerifyInclusion(log.Hash(inc.Leaf), inc.Index, rw.cp.Size, blk.Proof, log.Hash(rw.cp.Root)); err != nil {
+				return false, 0, &store.CorruptError{Run: run, Detail: fmt.Sprintf("the journal's inclusion proof does not verify against the checkpoint: %v", err)}
+			}
+		} else {
+			ps, err := rw.j.LogPositions(ctx, []store.RunID{run})
+			if err != nil {
+				return false, 0, err
+			}
+			if len(ps) == 1 && ps[0] != nil {
+				idx := ps[0].Index
+				return false, 0, &UnplacedRunError{Run: run, Index: &idx, Size: rw.cp.Size}
+			}
+		}
+	} else if pos != nil && pos.Index < rw.cp.Size {
+		blk.Sealed, blk.Index, blk.Seal = true, pos.Index, pos.Leaf
+	}
+	head, err := rw.j.Head(ctx, run)
+	if err != nil {
+		return false, 0, err
+	}
+	if head.Seq == 0 {
+		return false, 0, &SelectionError{Detail: fmt.Sprintf("run %s is not in the journal", run)}
+	}
+	if blk.Sealed && head.Hash != blk.Seal {
+		return false, 0, &store.CorruptError{Run: run, Seq: head.Seq, Detail: "the sealed run's head is not its leaf"}
+	}
+	blk.Records = uint64(head.Seq)
+	rw.lw.buf = appendRunBlock(rw.lw.buf[:0], rw.kind, &blk, rw.proofs)
+	if err := rw.lw.write(rw.lw.buf); err != nil {
+		return false, 0, err
+	}
+
+	if rw.hit == nil || len(rw.hit) != len(rw.cases) {
+		rw.hit = make([]bool, len(rw.cases))
+	}
+	clear(rw.hit)
+	// The store decoded and checked each record as it read it; the writer
+	// re-checks the chain (the links and the hash over the exact bytes),
+	// which costs a hash, not a second decoding.
+	var last store.Head
+	latest := ""
+	if rw.pageSize == 0 {
+		rw.pageSize = minPage
+	}
+	for from := store.Seq(1); from <= head.Seq; {
+		page, err := rw.j.ReadPage(ctx, run, from, rw.pageSize)
+		if err != nil {
+			return false, 0, err
+		}
+		if len(page) == 0 {
+			return false, 0, &store.CorruptError{Run: run, Seq: from, Detail: fmt.Sprintf("records missing below the head seq %d", head.Seq)}
+		}
+		var pageBytes int
+		for _, r := range page {
+			if r.Seq > head.Seq {
+				break // appended after the head was read
+			}
+			if r.Seq != last.Seq+1 || r.Run != run || r.PrevHash != last.Hash || store.ChainHash(last.Hash, r.Raw) != r.Hash {
+				return false, 0, &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("the record read does not continue the chain at seq %d", last.Seq+1)}
+			}
+			last = store.Head{Seq: r.Seq, Hash: r.Hash}
+			if r.Kind == store.KindRunConcluded {
+				f, err := store.ReadFacts(r.Body)
+				if err != nil {
+					return false, 0, &store.CorruptError{Run: run, Seq: r.Seq, Detail: err.Error()}
+				}
+				latest = f.Outcome
+			}
+			if !r.Case.IsZero() {
+				if i, ok := slices.BinarySearchFunc(rw.cases, r.Case, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {
+					rw.hit[i] = true
+				}
+			}
+			rw.lw.buf = appendRecordLine(rw.lw.buf[:0], r.Hash, r.Raw)
+			if err := rw.lw.write(rw.lw.buf); err != nil {
+				return false, 0, err
+			}
+			pageBytes += len(r.Raw)
+			from = r.Seq + 1
+		}
+		// Size pages by bytes, not records: a page of maximal records
+		// would otherwise hold a gigabyte.
+		avg := pageBytes/len(page) + 1
+		rw.pageSize = min(max(targetBytes/avg, minPage), maxPage)
+	}
+	if last != head {
+		return false, 0, &store.CorruptError{Run: run, Seq: last.Seq, Detail: fmt.Sprintf("the chain read ends at seq %d, the head is seq %d", last.Seq, head.Seq)}
+	}
+	sealing := store.IsSealingOutcome(latest)
+	switch {
+	case blk.Sealed && !sealing:
+		return false, 0, &store.CorruptError{Run: run, Seq: head.Seq, Detail: fmt.Sprintf("sealed, but its latest conclusion %q is not a sealing outcome", latest)}
+	case !blk.Sealed && sealing && rw.proofs:
+		return false, 0, &UnplacedRunError{Run: run, Outcome: latest, Size: rw.cp.Size}
+	}
+	for _, i := range viaCase {
+		if !rw.hit[i] {
+			return false, 0, &store.CorruptError{Run: run, Detail: fmt.Sprintf("listed for case %s, but no record of it is stamped with the case", rw.cases[i])}
+		}
+	}
+	for i, h := range rw.hit {
+		if h {
+			rw.caseRuns[i]++
+		}
+	}
+	return blk.Sealed, blk.Records, nil
+}
+
+// merger yields the union of the selected runs and the runs of the selected
+// cases, ascending and without repeats, from sorted pages: one page per
+// source in memory at a time.
+type merger struct {
+	j    store.Journal
+	h    sourceHeap
+	last *store.RunID
+}
+
+type source struct {
+	caseIx int // index into the selected cases; -1 for the runs selected by id
+	c      store.CaseID
+	page   []store.RunID
+	pos    int
+	more   bool // CaseRuns may have more after page
+}
+
+const casePage = 1000
+
+func (s *source) fill(ctx context.Context, j store.Journal) error {
+	if s.pos < len(s.page) || !s.more {
+		return nil
+	}
+	var after *store.RunID
+	if len(s.page) > 0 {
+		a := s.page[len(s.page)-1]
+		after = &a
+	}
+	page, err := j.CaseRuns(ctx, s.c, after, casePage)
+	if err != nil {
+		return err
+	}
+	s.page, s.pos, s.more = page, 0, len(page) == casePage
+	return nil
+}
+
+func newMerger(ctx context.Context, j store.Journal, sel Selection) (*merger, error) {
+	m := &merger{j: j}
+	if len(sel.Runs) > 0 {
+		m.h = append(m.h, &source{caseIx: -1, page: sel.Runs})
+	}
+	for i, c := range sel.Cases {
+		s := &source{caseIx: i, c: c, more: true}
+		if err := s.fill(ctx, j); err != nil {
+			return nil, err
+		}
+		if len(s.page) == 0 {
+			return nil, &SelectionError{Detail: fmt.Sprintf("case %s touched no run in the journal", c)}
+		}
+		m.h = append(m.h, s)
+	}
+	heap.Init(&m.h)
+	return m, nil
+}
+
+// next returns the next run and the selected cases whose listing named it.
+func (m *merger) next(ctx context.Context) (store.RunID, []int, bool, error) {
+	if len(m.h) == 0 {
+		return store.RunID{}, nil, false, nil
+	}
+	run := m.h[0].page[m.h[0].pos]
+	var via []int
+	for len(m.h) > 0 && m.h[0].page[m.h[0].pos] == run {
+		s := m.h[0]
+		if s.caseIx >= 0 {
+			via = append(via, s.caseIx)
+		}
+		s.pos++
+		if err := s.fill(ctx, m.j); err != nil {
+			return store.RunID{}, nil, false, err
+		}
+		if s.pos < len(s.page) {
+			heap.Fix(&m.h, 0)
+		} else {
+			heap.Pop(&m.h)
+		}
+	}
+	if m.last != nil && bytes.Compare(m.last[:], run[:]) >= 0 {
+		return store.RunID{}, nil, false, &store.CorruptError{Run: run, Detail: "case listing is not in ascending run order"}
+	}
+	m.last = &run
+	return run, via, true, nil
+}
+
+type sourceHeap []*source
+
+func (h sourceHeap) Len() int { return len(h) }
+func (h sourceHeap) Less(i, j int) bool {
+	a, b := h[i].page[h[i].pos], h[j].page[h[j].pos]
+	return bytes.Compare(a[:], b[:]) < 0
+}
+func (h sourceHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *sourceHeap) Push(x any)   { *h = append(*h, x.(*source)) }
+func (h *sourceHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Export writes every run of j's tenant to w, each with every record's
+// exact stored bytes and, for a run sealed below the log's size when the
+// export began, its log index and seal, in the format of spec/disclosure.md
+// section 6. Restore rebuilds a journal from it. Runs sealed after the
+// export began are exported as unsealed, so the export's log is exactly the
+// log at its header's checkpoint. The disclosure register is not exported.
+//
+// Memory is constant: runs are listed and read a page at a time.
+func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) {
+	cp, err := j.Checkpoint(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	hdr, err := marshalHeader(&header{Kind: KindExport, Version: Version, Canon: CanonVersion, Checkpoint: cp, Tenant: j.Tenant()})
+	if err != nil {
+		return Summary{}, err
+	}
+	lw := newLineWriter(w)
+	if err := lw.write(hdr); err != nil {
+		return Summary{}, err
+	}
+	rw := &runWriter{j: j, lw: lw, kind: KindExportRun, cp: cp}
+	sum := Summary{Checkpoint: cp}
+	var after *store.RunID
+	for {
+		runs, err := j.RunsByID(ctx, after, 500)
+		if err != nil {
+			return Summary{}, err
+		}
+		if len(runs) == 0 {
+			break
+		}
+		pos, err := j.LogPositions(ctx, runs)
+		if err != nil {
+			return Summary{}, err
+		}
+		for i, run := range runs {
+			if err := ctx.Err(); err != nil {
+				return Summary{}, err
+			}
+			sealed, n, err := rw.writeRun(ctx, run, pos[i], nil)
+			if err != nil {
+				return Summary{}, err
+			}
+			sum.Runs++
+			sum.Records += n
+			if sealed {
+				sum.Sealed++
+			}
+		}
+		last := runs[len(runs)-1]
+		after = &last
+	}
+	if sum.Sealed != cp.Size {
+		return Summary{}, &store.CorruptError{Detail: fmt.Sprintf("the log has %d leaves but %d runs hold one of them", cp.Size, sum.Sealed)}
+	}
+	if err := lw.write(appendTrailer(lw.buf[:0], KindExportEnd, trailer{Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records})); err != nil {
+		return Summary{}, err
+	}
+	return sum, lw.finish(&sum)
+}

@@ -1,0 +1,75 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Disclosure records one act of disclosure: who gave which runs and cases to
+// whom, against which checkpoint, and the SHA-256 of the exact bytes
+// delivered, so that "what did we give, to whom, when" has an answer that
+// the package itself can be checked against.
+//
+// It is an operator row kept beside the journal, not in it: disclosing a run
+// does not change its history, so the row is unchained, and it is never
+// carried in an export (a restored journal starts with an empty register).
+type Disclosure struct {
+	ID         string     `json:"id"` // "dsc_<ULID>"
+	At         time.Time  `json:"at"`
+	By         Operator   `json:"by"`
+	Recipient  string     `json:"recipient"`
+	Runs       []RunID    `json:"runs"`  // runs selected by id, ascending
+	Cases      []CaseID   `json:"cases"` // cases selected, ascending
+	Checkpoint Checkpoint `json:"checkpoint"`
+	Package    Digest     `json:"package"` // SHA-256 of the delivered bytes
+	Bytes      int64      `json:"bytes"`   // length of the delivered bytes
+	// Carried is how many runs the package carries: the runs selected by id
+	// and every run a selected case touched. The package itself lists them,
+	// and Package binds that list.
+	Carried uint64 `json:"runs_carried"`
+	Sealed  uint64 `json:"sealed"`  // carried runs with a leaf below the checkpoint
+	Records uint64 `json:"records"` // record lines in the package
+}
+
+// Validate refuses a disclosure record a register should not store: a
+// malformed id, a blank actor or recipient, a selection that names nothing.
+func (d Disclosure) Validate() error {
+	if !strings.HasPrefix(d.ID, "dsc_") {
+		return &InvalidArgumentError{Field: "id", Detail: fmt.Sprintf("%q does not start with dsc_", d.ID)}
+	}
+	if _, err := parseULID(d.ID[len("dsc_"):]); err != nil {
+		return &InvalidArgumentError{Field: "id", Detail: fmt.Sprintf("%q is not dsc_ and a ULID", d.ID)}
+	}
+	if err := d.By.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateRecipient(d.Recipient); err != nil {
+		return err
+	}
+	if len(d.Runs) == 0 && len(d.Cases) == 0 {
+		return &InvalidArgumentError{Field: "selection", Detail: "names no run and no case"}
+	}
+	if d.At.IsZero() {
+		return &InvalidArgumentError{Field: "at", Detail: "is missing"}
+	}
+	if d.Bytes <= 0 {
+		return &InvalidArgumentError{Field: "bytes", Detail: "a delivered package is never empty"}
+	}
+	return nil
+}
+
+// ValidateRecipient refuses a blank or oversized recipient, or one with
+// control characters: it is shown to operators and auditors as written.
+func ValidateRecipient(r string) error {
+	if r == "" || len(r) > 256 || !utf8.ValidString(r) {
+		return &InvalidArgumentError{Field: "recipient", Detail: "must be 1 to 256 bytes of UTF-8"}
+	}
+	for _, c := range r {
+		if c < 0x20 || c == 0x7f {
+			return &InvalidArgumentError{Field: "recipient", Detail: "contains a control character"}
+		}
+	}
+	return nil
+}
