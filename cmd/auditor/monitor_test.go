@@ -292,18 +292,28 @@ func TestMonitorLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { done <- m.loop(ctx, 20*time.Millisecond, "") }()
-	time.Sleep(100 * time.Millisecond)
-	e.addRun(false)
-	time.Sleep(100 * time.Millisecond)
-	// Metrics count what happened.
-	rec := httptest.NewRecorder()
-	m.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
-	for _, want := range []string{`runseal_monitor_checks_total{result="started"} 1`, `runseal_monitor_checks_total{result="advanced"} 1`, "runseal_monitor_verified_size 2"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %q:\n%s", want, body)
+	// Metrics count what happened; wait for them rather than for a time,
+	// since a loaded machine may run the loop late.
+	metricsShow := func(want ...string) {
+		t.Helper()
+		var body string
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			rec := httptest.NewRecorder()
+			m.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			body = rec.Body.String()
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(body, w)
+			}
+			if all {
+				return
+			}
 		}
+		t.Fatalf("metrics never showed %q:\n%s", want, body)
 	}
+	metricsShow(`runseal_monitor_checks_total{result="started"} 1`, "runseal_monitor_verified_size 1")
+	e.addRun(false)
+	metricsShow(`runseal_monitor_checks_total{result="advanced"} 1`, "runseal_monitor_verified_size 2")
 	// A fork ends the loop with its own code.
 	f.mu.Lock()
 	j := forked(t, e, 0)
@@ -321,7 +331,7 @@ func TestMonitorLoop(t *testing.T) {
 		if !errors.As(err, &ee) || ee.code != exitFork {
 			t.Fatalf("loop ended with %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the loop did not stop on a fork")
 	}
 	// Cancelling ends a loop cleanly.
@@ -333,7 +343,6 @@ func TestMonitorLoop(t *testing.T) {
 	m.dir = state2
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() { done <- m.loop(ctx2, 20*time.Millisecond, "") }()
-	time.Sleep(60 * time.Millisecond)
 	cancel2()
 	if err := <-done; err != nil {
 		t.Fatalf("cancelled loop: %v", err)
