@@ -24,6 +24,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -347,4 +348,33 @@ type TokenStore interface {
 	// TokenByID returns the token id, revoked or not, or nil. Callers
 	// compare the hash themselves, in constant time.
 	TokenByID(ctx context.Context, id string) (*Token, error)
+}
+
+// ValidateTenant refuses tenant names that could not be a path segment of
+// a log origin.
+func ValidateTenant(t string) error {
+	if t == "" || len(t) > 64 {
+		return &InvalidArgumentError{Field: "tenant", Detail: "must be 1 to 64 characters"}
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return &InvalidArgumentError{Field: "tenant", Detail: fmt.Sprintf("%q has a character outside [a-z0-9._-]", t)}
+		}
+	}
+	return nil
+}
+
+// ValidateOrigin refuses an origin a checkpoint could not carry: empty,
+// over 255 bytes, or with whitespace or control characters.
+func ValidateOrigin(o string) error {
+	if o == "" || len(o) > 255 {
+		return &InvalidArgumentError{Field: "origin", Detail: "must be 1 to 255 bytes"}
+	}
+	for _, r := range o {
+		if r <= 0x20 || r == 0x7f || r == '\u2014' {
+			return &InvalidArgumentError{Field: "origin", Detail: fmt.Sprintf("%q contains whitespace, a control character or an em dash", o)}
+		}
+	}
+	return nil
 }

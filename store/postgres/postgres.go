@@ -222,35 +222,13 @@ func (s *Store) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// ValidateTenant refuses tenant names that could not be a path segment of
-// a log origin. (It matches store/sqlite's rule.)
-func ValidateTenant(t string) error {
-	if t == "" || len(t) > 64 {
-		return &store.InvalidArgumentError{Field: "tenant", Detail: "must be 1 to 64 characters"}
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return &store.InvalidArgumentError{Field: "tenant", Detail: fmt.Sprintf("%q has a character outside [a-z0-9._-]", t)}
-		}
-	}
-	return nil
-}
+// ValidateTenant is store.ValidateTenant, kept here for callers of this
+// package.
+func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
-// ValidateOrigin refuses an origin a checkpoint could not carry: empty,
-// over 255 bytes, or with whitespace or control characters. (It matches
-// store/sqlite's rule.)
-func ValidateOrigin(o string) error {
-	if o == "" || len(o) > 255 {
-		return &store.InvalidArgumentError{Field: "origin", Detail: "must be 1 to 255 bytes"}
-	}
-	for _, r := range o {
-		if r <= 0x20 || r == 0x7f || r == '\u2014' {
-			return &store.InvalidArgumentError{Field: "origin", Detail: fmt.Sprintf("%q contains whitespace, a control character or an em dash", o)}
-		}
-	}
-	return nil
-}
+// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
+// package.
+func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }
 
 // validateSchema keeps the schema name to a plain identifier, because it is
 // spliced into SQL text.

@@ -134,20 +134,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// ValidateTenant refuses tenant names that could not be a path segment of
-// a log origin.
-func ValidateTenant(t string) error {
-	if t == "" || len(t) > 64 {
-		return &store.InvalidArgumentError{Field: "tenant", Detail: "must be 1 to 64 characters"}
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return &store.InvalidArgumentError{Field: "tenant", Detail: fmt.Sprintf("%q has a character outside [a-z0-9._-]", t)}
-		}
-	}
-	return nil
-}
+// ValidateTenant is store.ValidateTenant, kept here for callers of this
+// package.
+func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
 // Close stops the writer after the writes already queued and closes the file.
 func (s *Store) Close() error {
@@ -300,16 +289,6 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	return want, nil
 }
 
-// ValidateOrigin refuses an origin a checkpoint could not carry: empty,
-// over 255 bytes, or with whitespace or control characters.
-func ValidateOrigin(o string) error {
-	if o == "" || len(o) > 255 {
-		return &store.InvalidArgumentError{Field: "origin", Detail: "must be 1 to 255 bytes"}
-	}
-	for _, r := range o {
-		if r <= 0x20 || r == 0x7f || r == '\u2014' {
-			return &store.InvalidArgumentError{Field: "origin", Detail: fmt.Sprintf("%q contains whitespace, a control character or an em dash", o)}
-		}
-	}
-	return nil
-}
+// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
+// package.
+func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }
