@@ -524,6 +524,17 @@ func TestServeAPI(t *testing.T) {
 	if code, _ := sv.do("POST", r+"/lease", tok, `{"owner":"w","ttl_seconds":30,"extra":1}`); code != 400 {
 		t.Errorf("unknown field: %d, want 400", code)
 	}
+	// 18446744104 s times 1e9 wraps int64 nanoseconds to about 30 s: it must
+	// be refused, not granted as a lease nobody asked for.
+	other := "/v1/runs/" + store.NewRunID().String()
+	for _, ttl := range []string{"0", "-5", "18446744104", "9223372036854775807"} {
+		if code, body := sv.do("POST", other+"/lease", tok, `{"owner":"w","ttl_seconds":`+ttl+`}`); code != 400 || !strings.Contains(body, "ttl_seconds") {
+			t.Errorf("acquire with ttl_seconds %s: %d %s, want 400 naming ttl_seconds", ttl, code, body)
+		}
+	}
+	if code, _ := sv.do("POST", r+"/lease/renew", tok, `{"owner":"w","epoch":1,"ttl_seconds":18446744104}`); code != 400 {
+		t.Errorf("renew with a wrapping ttl_seconds: %d, want 400", code)
+	}
 	var l2 store.Lease
 	if err := json.Unmarshal([]byte(sv.must("POST", r+"/lease/renew", tok, `{"owner":"w","epoch":1,"ttl_seconds":60}`)), &l2); err != nil || l2.Epoch != 1 || !l2.Expires.After(l.Expires) {
 		t.Errorf("renew: %+v %v", l2, err)

@@ -669,6 +669,16 @@ type leaseReq struct {
 	TTL   int64  `json:"ttl_seconds"`
 }
 
+// ttl turns ttl_seconds into a Duration, refusing a count the store would
+// not take before multiplying: a count near 2^64/1e9 seconds would wrap
+// into a small, valid-looking TTL and be granted as something nobody asked.
+func (req leaseReq) ttl() (time.Duration, error) {
+	if req.TTL < 1 || req.TTL > int64(store.MaxTTL/time.Second) {
+		return 0, &store.InvalidArgumentError{Field: "ttl_seconds", Detail: fmt.Sprintf("%d is not from 1 to %d", req.TTL, int64(store.MaxTTL/time.Second))}
+	}
+	return time.Duration(req.TTL) * time.Second, nil
+}
+
 func (s *server) postAcquire(w http.ResponseWriter, r *http.Request) error {
 	run, err := runParam(r)
 	if err != nil {
@@ -678,7 +688,11 @@ func (s *server) postAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	l, err := s.st.Acquire(r.Context(), run, req.Owner, time.Duration(req.TTL)*time.Second)
+	ttl, err := req.ttl()
+	if err != nil {
+		return err
+	}
+	l, err := s.st.Acquire(r.Context(), run, req.Owner, ttl)
 	if err != nil {
 		return err
 	}
@@ -695,7 +709,11 @@ func (s *server) postRenew(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req); err != nil {
 		return err
 	}
-	l, err := s.st.Renew(r.Context(), run, req.Owner, store.Epoch(req.Epoch), time.Duration(req.TTL)*time.Second)
+	ttl, err := req.ttl()
+	if err != nil {
+		return err
+	}
+	l, err := s.st.Renew(r.Context(), run, req.Owner, store.Epoch(req.Epoch), ttl)
 	if err != nil {
 		return err
 	}
