@@ -21,7 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
-	"github.com/runseal/runseal/witness"
+	"github.com/runseal/runseal/publish"
 )
 
 const serveLong = `Serve the journal over HTTP: appends, leases, seals, reads and listings,
@@ -239,7 +239,7 @@ func (a *app) tenantServer(ctx context.Context, c serveConfig, pol *checkpoint.P
 		if err := checkPolicyLog(pol, logKey, js.Origin()); err != nil {
 			return fail(usageErrorf("--policy: %v", err))
 		}
-		s.pub, err = witness.NewPublisher(st, pol, logKey, witness.PublisherOptions{
+		s.pub, err = publish.New(st, pol, logKey, publish.Options{
 			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: s.log,
 			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"tenant": js.Tenant()}, reg),
 		})

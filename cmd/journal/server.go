@@ -26,8 +26,8 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/witness"
 )
 
 // maxBody caps a request body: an append of many records, well above one
@@ -51,7 +51,7 @@ type server struct {
 	signer  note.Signer
 	logKey  note.Verifier
 	policy  *checkpoint.Policy // nil: no witnesses configured
-	pub     *witness.Publisher // nil: no witnesses configured
+	pub     *publish.Publisher // nil: no witnesses configured
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec

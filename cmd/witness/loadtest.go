@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runseal/runseal/witness/loadtest"
+	"github.com/runseal/runseal/internal/loadtest"
 )
 
 // Defaults of "witness loadtest" that are durations.

@@ -1,4 +1,4 @@
-package witness
+package publish
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/witness"
 )
 
 // liveWitness is a witness on a real 127.0.0.1 listener that can be stopped
@@ -28,7 +29,7 @@ type liveWitness struct {
 	name  string
 	vkey  string
 	addr  string
-	st    *Store
+	st    *witness.Store
 	h     http.Handler
 	mu    sync.Mutex
 	srv   *http.Server
@@ -45,16 +46,16 @@ func newLiveWitness(t *testing.T, name, logOrigin, logVKey string) *liveWitness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStore(context.Background(), filepath.Join(t.TempDir(), "w.db"), StoreOptions{Create: true})
+	st, err := witness.OpenStore(context.Background(), filepath.Join(t.TempDir(), "w.db"), witness.StoreOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if err := st.AddLog(context.Background(), LogConfig{Origin: logOrigin, Keys: []string{logVKey}, QPD: MaxQPD, Burst: MaxQPD}); err != nil {
+	if err := st.AddLog(context.Background(), witness.LogConfig{Origin: logOrigin, Keys: []string{logVKey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}); err != nil {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := New(context.Background(), st, []*checkpoint.Cosigner{c}, Options{Logger: quiet})
+	w, err := witness.New(context.Background(), st, []*checkpoint.Cosigner{c}, witness.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestPublisherTwoOfTwoDownWitnessDelaysNeverLoses(t *testing.T) {
 	pol := policyFor(t, e.vkey, "all", w1, w2)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newPub := func() *Publisher {
-		p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: quiet})
+		p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +323,7 @@ func TestPublisherReprovesFrom409(t *testing.T) {
 	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	size1 := e.sealAndSign(4)
 	sc, _ := e.j.SignedCheckpointAt(ctx, size1)
-	c, err := NewClient(w1.url(), nil)
+	c, err := witness.NewClient(w1.url(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestPublisherReprovesFrom409(t *testing.T) {
 	}
 	size2 := e.sealAndSign(3)
 	pol := policyFor(t, e.vkey, "1", w1)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestPublisherKeepsOnlyVerifiedCosignatures(t *testing.T) {
 	impostor := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	real.stop()
 	pol := policyFor(t, e.vkey, "1", &liveWitness{name: "w1", vkey: real.vkey, addr: impostor.addr})
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +383,7 @@ func TestPublisherKeepsOnlyVerifiedCosignatures(t *testing.T) {
 }
 
 func TestBackoffCappedWithJitter(t *testing.T) {
-	p := &Publisher{opts: PublisherOptions{MinBackoff: time.Second, MaxBackoff: time.Minute}}
+	p := &Publisher{opts: Options{MinBackoff: time.Second, MaxBackoff: time.Minute}}
 	for n := 1; n < 40; n++ {
 		d := p.backoff(n)
 		want := min(time.Second<<min(n-1, 20), time.Minute)
@@ -402,7 +403,7 @@ func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
 	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	size := e.sealAndSign(5)
 	sc, _ := e.j.SignedCheckpointAt(ctx, size)
-	c, err := NewClient(w1.url(), nil)
+	c, err := witness.NewClient(w1.url(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := policyFor(t, e.vkey, "1", w1)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +438,7 @@ func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", ContentTypeTlogSize)
+		w.Header().Set("Content-Type", witness.ContentTypeTlogSize)
 		w.WriteHeader(http.StatusConflict)
 		io.WriteString(w, "1000000\n")
 	})}
@@ -445,7 +446,7 @@ func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	liar := &liveWitness{name: "liar", vkey: vkey, addr: ln.Addr().String()}
 	pol := policyFor(t, e.vkey, "1", liar)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +481,7 @@ func TestPublisherQuorumNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
