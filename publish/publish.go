@@ -306,6 +306,7 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 	if err != nil {
 		return err
 	}
+	cosigned := old
 	for range maxReproves {
 		if old > size {
 			return p.ahead(ctx, w, old, size)
@@ -324,7 +325,11 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 		lines, err := w.client.AddCheckpoint(ctx, old, proof, sc.Note)
 		var ce *witness.ConflictError
 		if errors.As(err, &ce) {
-			p.log.Info("publisher: witness is at another size; proving from there", "witness", w.name, "sent_old", old, "witness_size", ce.Size)
+			if ce.Size < cosigned {
+				p.rolledBack(ctx, w, &RollbackError{Witness: w.name, Reported: ce.Size, Cosigned: cosigned})
+			} else {
+				p.log.Info("publisher: witness is at another size; proving from there", "witness", w.name, "sent_old", old, "witness_size", ce.Size)
+			}
 			old = ce.Size
 			continue
 		}
@@ -343,6 +348,37 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 		return p.checkWitnessed(ctx, size)
 	}
 	return fmt.Errorf("%w: %s (last %d)", ErrWitnessMoving, w.name, old)
+}
+
+// AlarmRecorder is what a Store may also offer to keep alarms where status
+// commands show them (store.AlarmStore). Without it, alarms are logged and
+// counted only.
+type AlarmRecorder interface {
+	RecordWitnessAlarm(ctx context.Context, a store.WitnessAlarm) error
+}
+
+// rolledBack raises the alarm for a witness that reported a size below the
+// largest it cosigned for us: it lost or rolled back its state, so it would
+// now cosign a fork of what it vouched for. The alarm is logged at ERROR,
+// counted, and kept in the store; publishing goes on from the size the
+// witness reports, since a fresh cosignature from it is still worth having
+// and refusing it would hide nothing.
+func (p *Publisher) rolledBack(ctx context.Context, w *pubWorker, rb *RollbackError) {
+	p.m.rollback(w.id)
+	p.log.Error("publisher: ALARM: witness lost or rolled back its state; publishing from its size",
+		"witness", w.name, "reported_size", rb.Reported, "cosigned_size", rb.Cosigned, "err", rb)
+	ar, ok := p.st.(AlarmRecorder)
+	if !ok {
+		return
+	}
+	a := store.WitnessAlarm{
+		Witness: w.id, Kind: store.AlarmWitnessRolledBack, Reported: rb.Reported, Cosigned: rb.Cosigned,
+		At: p.opts.Now(), Detail: rb.Error(),
+	}
+	// A fresh context: the alarm must be kept even as ctx ends.
+	if err := ar.RecordWitnessAlarm(context.WithoutCancel(ctx), a); err != nil {
+		p.log.Error("publisher: keeping a witness alarm", "witness", w.name, "err", err)
+	}
 }
 
 // ahead handles a witness whose size is above the checkpoint queued for it.
@@ -430,6 +466,7 @@ type pubMetrics struct {
 	cosignedSize  *prometheus.GaugeVec
 	failures      *prometheus.CounterVec
 	alarms        *prometheus.CounterVec
+	rollbacks     *prometheus.CounterVec
 	witnessedSize prometheus.Gauge
 }
 
@@ -447,11 +484,14 @@ func newPubMetrics(reg prometheus.Registerer) (*pubMetrics, error) {
 		alarms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runseal_publisher_witness_ahead_total", Help: "Witness answers claiming a size beyond the log: another log under our origin.",
 		}, []string{"witness"}),
+		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runseal_publisher_witness_rollback_total", Help: "Witness answers reporting a size below one it cosigned for us: lost or rolled-back witness state.",
+		}, []string{"witness"}),
 		witnessedSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "runseal_publisher_witnessed_size", Help: "Size of the newest checkpoint whose cosignatures meet the policy.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.cosignedSize, m.failures, m.alarms, m.witnessedSize} {
+	for _, c := range []prometheus.Collector{m.cosignedSize, m.failures, m.alarms, m.rollbacks, m.witnessedSize} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("publish: registering metrics: %w", err)
 		}
@@ -474,6 +514,12 @@ func (m *pubMetrics) failed(w string) {
 func (m *pubMetrics) alarm(w string) {
 	if m != nil {
 		m.alarms.WithLabelValues(w).Inc()
+	}
+}
+
+func (m *pubMetrics) rollback(w string) {
+	if m != nil {
+		m.rollbacks.WithLabelValues(w).Inc()
 	}
 }
 
