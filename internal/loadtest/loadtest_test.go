@@ -5,14 +5,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/witness"
 )
 
 // TestRun runs a short load test against the in-process witness: every
@@ -85,5 +90,84 @@ func TestVerify(t *testing.T) {
 		if d.verify(msg, lines) {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// fakeLogs returns n simulated logs that are registered nowhere, for a
+// driver pointed at a fake witness.
+func fakeLogs(t *testing.T, n int) []*simLog {
+	t.Helper()
+	logs := make([]*simLog, n)
+	for i := range logs {
+		origin := fmt.Sprintf("loadtest.invalid/fake/%d", i)
+		skey, _, err := checkpoint.GenerateLogKey(rand.Reader, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := checkpoint.NewSigner(skey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = &simLog{origin: origin, signer: s}
+	}
+	return logs
+}
+
+// fakeDriver drives a fake witness served by h.
+func fakeDriver(t *testing.T, h http.HandlerFunc, step time.Duration) *driver {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := witness.NewClient(srv.URL, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Step: step, MaxP99: 10 * time.Second}
+	cfg.defaults()
+	return &driver{cfg: cfg, client: c}
+}
+
+// TestStepCountsAnswersAfterItsEnd: the open-loop step waits for the
+// answers of every request it scheduled, even those that arrive after the
+// step's time is up, and counts them for the step.
+func TestStepCountsAnswersAfterItsEnd(t *testing.T) {
+	const step = 50 * time.Millisecond
+	var answered atomic.Int64
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * step) // every answer comes after the step ended
+		answered.Add(1)
+		io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+	}, step)
+	st := d.step(context.Background(), fakeLogs(t, 4), 80) // 4 requests, one per log
+	if st.Requests != 4 || len(st.Errors) != 0 || answered.Load() != 4 {
+		t.Fatalf("step %+v, %d answered; want 4 requests, all answered 200 and counted", st, answered.Load())
+	}
+	if st.AchievedQPS != 80 {
+		t.Errorf("achieved %v qps, want the 80 scheduled: late answers count", st.AchievedQPS)
+	}
+}
+
+// TestStepLatencyFromScheduledTime: a log whose witness is slow to answer
+// sends its next request late, and that request's latency counts from the
+// time it was due, not from when it could be sent (no coordinated
+// omission).
+func TestStepLatencyFromScheduledTime(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	var first atomic.Bool
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			time.Sleep(stall) // the witness stalls on the first request only
+		}
+		io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+	}, 20*time.Millisecond)
+	// One log, two requests due 10ms apart: the second waits for the first.
+	st := d.step(context.Background(), fakeLogs(t, 1), 100)
+	if st.Requests != 2 || len(st.Errors) != 0 {
+		t.Fatalf("step %+v", st)
+	}
+	// The faster of the two answers is the second one, answered at once
+	// but due 10ms after the first was sent, so at least stall-10ms late.
+	if st.P50Ms < float64((stall-10*time.Millisecond)/time.Millisecond) {
+		t.Errorf("p50 %vms: the delayed request's latency was measured from its sending, not its due time", st.P50Ms)
 	}
 }
