@@ -141,4 +141,3 @@ func committed(done []*appendinput.Batch) string {
 	}
 	return b.String()
 }
-

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/store"
 )
 
