@@ -149,9 +149,10 @@ func EncodeHashes(ds []store.Digest) []string {
 	return out
 }
 
-// MaxProofHashes bounds a proof a client accepts: a log of 2^64 leaves
-// needs at most 2*64 hashes.
-const MaxProofHashes = 128
+// MaxProofHashes bounds a proof a client accepts, as disclosure.MaxProof
+// bounds one in a package: a tree of fewer than 2^64 leaves has depth at
+// most 64.
+const MaxProofHashes = 64
 
 // DecodeHashes parses a proof's base64 hashes, refusing more than
 // MaxProofHashes and any hash that is not exactly 32 bytes.
@@ -168,4 +169,14 @@ func DecodeHashes(ss []string) ([]store.Digest, error) {
 		copy(out[i][:], d)
 	}
 	return out, nil
+}
+
+// ProofCheckpoint is the checkpoint a proof is against, as 'journal proof
+// --json' prints it beside the proof's members: Note is the signed note,
+// empty when that size was never signed.
+type ProofCheckpoint struct {
+	Origin string `json:"origin"`
+	Size   uint64 `json:"size"`
+	Root   string `json:"root"`
+	Note   string `json:"note,omitempty"`
 }

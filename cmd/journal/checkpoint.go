@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/store"
@@ -170,15 +171,8 @@ func b64s(ds []store.Digest) []string {
 	return out
 }
 
-type proofCheckpoint struct {
-	Origin string `json:"origin"`
-	Size   uint64 `json:"size"`
-	Root   string `json:"root"`
-	Note   string `json:"note,omitempty"` // the signed note, when that size was signed
-}
-
 func (a *app) printProof(asJSON bool, v map[string]any, cp store.Checkpoint, signed string, proof []store.Digest, lines ...string) error {
-	pc := proofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
+	pc := api.ProofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
 	if asJSON {
 		v["checkpoint"] = pc
 		v["proof"] = b64s(proof)
