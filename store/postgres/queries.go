@@ -102,7 +102,7 @@ func newQueries(schema string) queries {
 		head:     f(`SELECT head_seq, head_hash FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		records: f(`SELECT seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3
 			ORDER BY seq LIMIT $4`),
-		verifyRun: f(`SELECT head_seq, head_hash, sealed_outcome, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2`),
+		verifyRun: f(`SELECT head_seq, head_hash, outcome, sealed_outcome, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		caseHistory: f(`SELECT run, seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND case_id = $2
 			ORDER BY id LIMIT $3`),
 		waiting: f(`SELECT run, wait_awaiting, coalesce(wait_event, ''), wait_until FROM {S}.runs

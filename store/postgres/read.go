@@ -118,7 +118,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		var v verifyRow
 		var seq int64
 		var hash []byte
-		err := br.QueryRow().Scan(&seq, &hash, &v.sealedOutcome, &v.leaf)
+		err := br.QueryRow().Scan(&seq, &hash, &v.outcome, &v.sealedOutcome, &v.leaf)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -184,6 +184,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 type verifyRow struct {
 	exists        bool
 	head          store.Head
+	outcome       *string
 	sealedOutcome *string
 	leaf          []byte
 }
@@ -194,6 +195,7 @@ type verifyRow struct {
 func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
 	var row verifyRow
 	v := store.NewChainVerifier(run)
+	var concluded store.Conclusion
 	err := s.scanRecords(ctx, run, 1, -1, func(r verifyRow) error {
 		row = r
 		if !r.exists {
@@ -204,7 +206,10 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		if r.Seq > row.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record beyond the run's head (seq %d)", row.head.Seq)}
 		}
-		return v.Next(r)
+		if err := v.Next(r); err != nil {
+			return err
+		}
+		return concluded.Next(r)
 	})
 	if err != nil {
 		return store.Digest{}, s.readErr("verify run "+run.String(), err)
@@ -214,6 +219,9 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 	}
 	if row.sealedOutcome != nil && (len(row.leaf) != 32 || store.Digest(row.leaf) != row.head.Hash) {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: row.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
+	}
+	if err := concluded.Check(run, row.outcome, row.sealedOutcome); err != nil {
+		return store.Digest{}, err
 	}
 	return row.head.Hash, nil
 }

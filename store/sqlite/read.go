@@ -131,11 +131,15 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, &store.NotFoundError{What: "run " + run.String()}
 	}
 	v := store.NewChainVerifier(run)
+	var concluded store.Conclusion
 	err = s.scanRecordsTx(ctx, tx, run, 1, -1, func(r store.Record) error {
 		if r.Seq > st.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record stored past the run's head (seq %d)", st.head.Seq)}
 		}
-		return v.Next(r)
+		if err := v.Next(r); err != nil {
+			return err
+		}
+		return concluded.Next(r)
 	})
 	if err != nil {
 		return store.Digest{}, err
@@ -143,10 +147,20 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 	if v.Head() != st.head {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: v.Head().Seq, Detail: fmt.Sprintf("chain ends at seq %d but the run's head says seq %d", v.Head().Seq, st.head.Seq)}
 	}
-	if st.sealedOutcome.Valid && store.Digest(st.leaf) != st.head.Hash {
+	if st.sealedOutcome.Valid && (len(st.leaf) != 32 || store.Digest(st.leaf) != st.head.Hash) {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: st.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
 	}
+	if err := concluded.Check(run, nullable(st.outcome), nullable(st.sealedOutcome)); err != nil {
+		return store.Digest{}, err
+	}
 	return st.head.Hash, nil
+}
+
+func nullable(n sql.NullString) *string {
+	if !n.Valid {
+		return nil
+	}
+	return &n.String
 }
 
 func parseRun(s string) (store.RunID, error) {

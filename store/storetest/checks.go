@@ -103,6 +103,22 @@ var checks = []check{
 	// publication and tokens (optional interfaces)
 	{"publish/outbox-and-cosignatures", checkPublications},
 	{"auth/tokens-kept-hashed", checkTokens},
+	// integrity: what Verify and VerifyLog catch when the database is
+	// edited behind the store's back
+	{"integrity/sound-store-verifies", checkSoundStoreVerifies},
+	{"integrity/zeroed-log-node", checkZeroedLogNode},
+	{"integrity/zeroed-leaf-hash", checkZeroedLeafHash},
+	{"integrity/deleted-log-node", checkDeletedLogNode},
+	{"integrity/extra-log-node", checkExtraLogNode},
+	{"integrity/changed-sealed-outcome", checkChangedSealedOutcome},
+	{"integrity/changed-outcome-index", checkChangedOutcomeIndex},
+	{"integrity/deleted-seal", checkDeletedSeal},
+	{"integrity/seal-without-log-index", checkSealWithoutIndex},
+	{"integrity/swapped-log-indexes", checkSwappedIndexes},
+	{"integrity/changed-leaf", checkChangedLeaf},
+	{"integrity/shrunk-log-size", checkShrunkLogSize},
+	{"integrity/forged-signed-checkpoint", checkForgedSignedCheckpoint},
+	{"integrity/edited-checkpoint-note", checkEditedCheckpointNote},
 }
 
 func checkGenesisHead(t *T) {
