@@ -20,7 +20,7 @@ type queries struct {
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
 	recent, recentAfter, recentFrom, recentFromAfter, runsByID string
-	positions                                                  string
+	positions, chainEpoch                                      string
 }
 
 func newQueries(schema string) queries {
@@ -120,5 +120,7 @@ func newQueries(schema string) queries {
 			ORDER BY active_at DESC, run DESC LIMIT $5`),
 		runsByID:  f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND run > $2 ORDER BY run LIMIT $3`),
 		positions: f(`SELECT run, log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = ANY($2) AND log_index IS NOT NULL`),
+		chainEpoch: f(`SELECT coalesce(max((convert_from(raw, 'UTF8')::jsonb ->> 'epoch')::bigint), 0) FROM {S}.records
+			WHERE tenant = $1 AND run = $2`),
 	}
 }
