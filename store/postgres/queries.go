@@ -108,7 +108,7 @@ func newQueries(schema string) queries {
 		waiting: f(`SELECT run, wait_awaiting, coalesce(wait_event, ''), wait_until FROM {S}.runs
 			WHERE tenant = $1 AND wait_awaiting IS NOT NULL ORDER BY wait_until NULLS LAST, run LIMIT $2`),
 		byOutcome:    f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND outcome = $2 ORDER BY outcome_ord DESC LIMIT $3`),
-		countOutcome: f(`SELECT count(*) FROM {S}.runs WHERE tenant = $1 AND outcome = $2`),
+		countOutcome: f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND outcome = $2`),
 		admittedAs:   f(`SELECT run FROM {S}.admissions WHERE tenant = $1 AND key = $2`),
 		forget:       f(`DELETE FROM {S}.admissions WHERE tenant = $1 AND claimed_at < $2`),
 		recent:       f(`SELECT run, active_at FROM {S}.runs WHERE tenant = $1 ORDER BY active_at DESC, run DESC LIMIT $2`),

@@ -306,11 +306,32 @@ func (s *Store) CountByOutcome(ctx context.Context, outcome string) (uint64, err
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.countOutcome, s.tenant, outcome).Scan(&n); err != nil {
+	// Every row is read, not counted blind: a row whose run id does not
+	// parse is corruption, refused as RunsByOutcome refuses it, never
+	// counted (store.Journal.CountByOutcome).
+	var n uint64
+	err := func() error {
+		rows, err := s.pool.Query(ctx, s.q.countOutcome, s.tenant, outcome)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if _, err := parseRun(id); err != nil {
+				return err
+			}
+			n++
+		}
+		return rows.Err()
+	}()
+	if err != nil {
 		return 0, s.readErr(fmt.Sprintf("count outcome %q", outcome), err)
 	}
-	return uint64(n), nil
+	return n, nil
 }
 
 func validateKey(key string) error {

@@ -230,11 +230,29 @@ func (s *Store) CountByOutcome(ctx context.Context, outcome string) (uint64, err
 	if err := store.ValidateOutcome(outcome); err != nil {
 		return 0, err
 	}
-	var n int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE tenant=? AND outcome=?`, s.tenant, outcome).Scan(&n); err != nil {
+	// Every row is read, not counted blind: a row whose run id does not
+	// parse is corruption, refused as RunsByOutcome refuses it, never
+	// counted (store.Journal.CountByOutcome).
+	rows, err := s.rdb.QueryContext(ctx, `SELECT run FROM runs WHERE tenant=? AND outcome=?`, s.tenant, outcome)
+	if err != nil {
 		return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
 	}
-	return uint64(n), nil
+	defer rows.Close()
+	var n uint64
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
+		}
+		if _, err := parseRun(id); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
+	}
+	return n, nil
 }
 
 func validateKey(key string) error {

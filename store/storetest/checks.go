@@ -120,6 +120,7 @@ var checks = []check{
 	{"integrity/shrunk-log-size", checkShrunkLogSize},
 	{"integrity/forged-signed-checkpoint", checkForgedSignedCheckpoint},
 	{"integrity/edited-checkpoint-note", checkEditedCheckpointNote},
+	{"integrity/unreadable-outcome-row-refused", checkUnreadableOutcomeRow},
 }
 
 func checkGenesisHead(t *T) {

@@ -202,3 +202,22 @@ func checkEditedCheckpointNote(t *T) {
 		fakeNote(f.origin, 3, cp.Root), f.j.Tenant())
 	t.wantLogCorrupt(f, "editing the size in the note of the signed checkpoint at size 2")
 }
+
+// checkUnreadableOutcomeRow: an outcome index row whose run id does not
+// parse is corruption. The listing refuses it rather than thin it out of
+// the page, and the count must refuse it too rather than count a run
+// nobody can list.
+func checkUnreadableOutcomeRow(t *T) {
+	j, _ := t.Open()
+	good, bad := store.NewRunID(), store.NewRunID()
+	t.append(j, 1, conclude(good, "quarantined"))
+	t.append(j, 1, conclude(bad, "quarantined"))
+	t.tamper(j, `UPDATE runs SET run = 'not-a-run-id' WHERE tenant = ? AND run = ?`, j.Tenant(), bad.String())
+	_, err := j.RunsByOutcome(t.ctx, "quarantined", 10)
+	expect[*store.CorruptError](t, err, "RunsByOutcome over an unreadable index row")
+	n, err := j.CountByOutcome(t.ctx, "quarantined")
+	if err == nil {
+		t.Fatalf("CountByOutcome over an unreadable index row = %d, want a *store.CorruptError", n)
+	}
+	expect[*store.CorruptError](t, err, "CountByOutcome over an unreadable index row")
+}
