@@ -88,14 +88,14 @@ func (c *Client) Base() string { return Redact(c.base.String()) }
 
 // Redact returns a URL fit for logs and evidence: its user information
 // and the values of query parameters that carry secrets are replaced. A
-// string that does not parse is cut to its scheme and host when it can be.
+// string that does not parse is cut to its scheme.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		if i := strings.IndexAny(raw, "@?#"); i >= 0 {
-			return raw[:i] + "[redacted]"
+		if i := strings.Index(raw, "://"); i >= 0 && i < 16 {
+			return raw[:i+3] + "[redacted]"
 		}
-		return raw
+		return "[redacted]"
 	}
 	if u.User != nil {
 		u.User = url.User("redacted")
