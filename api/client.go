@@ -21,6 +21,7 @@ import (
 const (
 	maxNoteAnswer    = 1 << 20
 	maxSmallAnswer   = 1 << 20
+	maxProofAnswer   = 64 << 10 // spec/http.md section 5
 	maxRecordsAnswer = 64 << 20
 )
 
@@ -228,7 +229,7 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) ([]st
 		NewSize *uint64  `json:"new_size"`
 		Proof   []string `json:"proof"`
 	}
-	if err := c.getJSON(ctx, "v1/proof/consistency", q, maxSmallAnswer, &p); err != nil {
+	if err := c.getJSON(ctx, "v1/proof/consistency", q, maxProofAnswer, &p); err != nil {
 		return nil, err
 	}
 	if p.OldSize == nil || p.NewSize == nil || *p.OldSize != oldSize || *p.NewSize != newSize {
@@ -248,7 +249,7 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) ([]st
 func (c *Client) Inclusion(ctx context.Context, run store.RunID, size uint64) (*InclusionProof, error) {
 	q := url.Values{"run": {run.String()}, "size": {strconv.FormatUint(size, 10)}}
 	var p InclusionProof
-	if err := c.getJSON(ctx, "v1/proof/inclusion", q, maxSmallAnswer, &p); err != nil {
+	if err := c.getJSON(ctx, "v1/proof/inclusion", q, maxProofAnswer, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
