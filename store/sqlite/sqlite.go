@@ -9,7 +9,8 @@
 // committed snapshots only.
 //
 // All rows are scoped by tenant; one Store handle serves one tenant. The file
-// can hold several tenants, each opened with its own handle.
+// can hold several tenants: ForTenant gives each a view of one open handle,
+// so that they share its writer rather than contend for SQLite's write lock.
 package sqlite
 
 import (
