@@ -258,6 +258,10 @@ CREATE TABLE IF NOT EXISTS cosignatures(
 CREATE TABLE IF NOT EXISTS witness_state(
 	tenant TEXT NOT NULL, witness TEXT NOT NULL, cosigned_size INTEGER NOT NULL,
 	PRIMARY KEY(tenant, witness)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS witness_alarms(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, kind TEXT NOT NULL, reported INTEGER NOT NULL, cosigned INTEGER NOT NULL,
+	at INTEGER NOT NULL, detail TEXT NOT NULL,
+	PRIMARY KEY(tenant, witness, kind, reported, cosigned)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS witnessed(
 	tenant TEXT NOT NULL, size INTEGER NOT NULL, note BLOB NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
