@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/runseal/runseal/disclosure"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,14 +14,11 @@ import (
 	"github.com/runseal/runseal/store/sqlite"
 )
 
-// journalStore is what the commands need of a backend: the journal, its
-// signed checkpoints, the log's origin, and closing. Both store/sqlite and
-// store/postgres provide it.
+// journalStore is what the commands need of a backend: the whole backend
+// (store.Backend) and closing. Both store/sqlite and store/postgres provide
+// it.
 type journalStore interface {
-	store.Journal
-	store.CheckpointStore
-	disclosure.Register
-	Origin() string
+	store.Backend
 	Close() error
 }
 
@@ -75,7 +71,7 @@ func (a *app) createJournal(ctx context.Context, abs, keyPath, origin string) (s
 // created with its key, and created reports that.
 func (a *app) openStore(ctx context.Context, target string, create bool) (s journalStore, created bool, err error) {
 	if isDSN(target) {
-		if err := sqlite.ValidateTenant(a.tenant); err != nil {
+		if err := store.ValidateTenant(a.tenant); err != nil {
 			return nil, false, usageErrorf("--tenant: %v", err)
 		}
 		ps, err := postgres.Open(ctx, target, postgres.Options{Tenant: a.tenant, Logger: a.log})

@@ -234,7 +234,7 @@ func (a *app) open(ctx context.Context) (*sqlite.Store, error) {
 }
 
 func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store, error) {
-	if err := sqlite.ValidateTenant(a.tenant); err != nil {
+	if err := store.ValidateTenant(a.tenant); err != nil {
 		return nil, usageErrorf("--tenant: %v", err)
 	}
 	s, err := sqlite.Open(ctx, path, sqlite.Options{Tenant: a.tenant, Origin: origin, Logger: a.log})
