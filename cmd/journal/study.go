@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 )
 
@@ -13,7 +14,7 @@ func (a *app) studyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "study",
 		Short: "Inspect a trial lifecycle study kept in the journal",
-		Long: `A study kept by the trial lifecycle (package lifecycle, JournalStorage) is a
+		Long: `A study kept by the trial lifecycle (package lifecycle/journalstore) is a
 case: its study run holds the budget, the reservations, the finalization
 claim, the outbox and every trial's end; each trial is a run of the case,
 sealed once the trial is terminal. See spec/lifecycle.md.
@@ -55,7 +56,7 @@ the study's next operation.`,
 				return usageErrorf("STUDY %q is not a study id (a 26-character ULID, optionally prefixed case_)", args[0])
 			}
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				v, err := lifecycle.ReadStudyView(cmd.Context(), s, lifecycle.StudyID(c.String()))
+				v, err := journalstore.ReadStudyView(cmd.Context(), s, lifecycle.StudyID(c.String()))
 				if lifecycle.KindOf(err) == lifecycle.KindNotFound {
 					return fmt.Errorf("no study %s in the journal (tenant %s)", c, a.tenant)
 				}

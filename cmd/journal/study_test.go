@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
@@ -20,7 +21,7 @@ func TestStudyShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := lifecycle.NewJournalStorage(st)
+	s, err := journalstore.New(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestStudyShow(t *testing.T) {
 	}
 	t.Logf("journal study show:\n%s", out)
 
-	var v lifecycle.StudyView
+	var v journalstore.StudyView
 	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "study", "show", "case_"+string(study), "--json")), &v); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package lifecycle
+package journalstore
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/internal/model"
 	"github.com/runseal/runseal/store"
 )
 
@@ -56,12 +58,6 @@ const (
 	endAbandoned endCause = "abandoned"
 )
 
-// User JSON (distributions, attributes, intent data, effect payloads) is
-// carried as a string holding its compacted text, not as nested JSON: the
-// journal canonicalizes record bodies, which would reorder keys, rewrite
-// numbers and refuse duplicate keys, and the contract keeps these values
-// verbatim.
-
 type jParam struct {
 	Name         string  `json:"name"`
 	Value        float64 `json:"value"`
@@ -69,11 +65,11 @@ type jParam struct {
 }
 
 type jBlob struct {
-	Scope   ScopeLevel `json:"scope"`
-	Name    string     `json:"name"`
-	Kind    string     `json:"kind"`
-	Version uint32     `json:"version"`
-	Data    []byte     `json:"data,omitempty"`
+	Scope   lifecycle.ScopeLevel `json:"scope"`
+	Name    string               `json:"name"`
+	Kind    string               `json:"kind"`
+	Version uint32               `json:"version"`
+	Data    []byte               `json:"data,omitempty"`
 }
 
 type jStep struct {
@@ -93,10 +89,10 @@ type jSpec struct {
 }
 
 type jEffect struct {
-	Name        string     `json:"name"`
-	Kind        EffectKind `json:"kind"`
-	Payload     string     `json:"payload,omitempty"`
-	Replacement *jSpec     `json:"replacement,omitempty"`
+	Name        string               `json:"name"`
+	Kind        lifecycle.EffectKind `json:"kind"`
+	Payload     string               `json:"payload,omitempty"`
+	Replacement *jSpec               `json:"replacement,omitempty"`
 }
 
 // jRef names the study run record a trial run record mirrors.
@@ -108,13 +104,10 @@ type jRef struct {
 // jEffectKey names an outbox effect; the outbox key's epoch is the owner
 // epoch, spelled owner_epoch because "epoch" is a routing field.
 type jEffectKey struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
-	Name       string  `json:"name"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
+	Name       string            `json:"name"`
 }
-
-// The fields of each kind. Study run records name their trial; trial run
-// records do not, because the run is the trial.
 
 type fRunAdmitted struct {
 	Source string `json:"source"`
@@ -126,26 +119,26 @@ type fRunConcluded struct {
 }
 
 type fStudyOpened struct {
-	Format int       `json:"format"`
-	Spec   StudySpec `json:"spec"`
+	Format int                 `json:"format"`
+	Spec   lifecycle.StudySpec `json:"spec"`
 }
 
 type fTrialReserved struct {
-	Trial   TrialID    `json:"trial"`
-	Number  uint64     `json:"number"`
-	Key     string     `json:"key,omitempty"`
-	Managed bool       `json:"managed"`
-	State   TrialState `json:"state,omitempty"` // unmanaged trials only
+	Trial   lifecycle.TrialID    `json:"trial"`
+	Number  uint64               `json:"number"`
+	Key     string               `json:"key,omitempty"`
+	Managed bool                 `json:"managed"`
+	State   lifecycle.TrialState `json:"state,omitempty"` // unmanaged trials only
 }
 
 type fTrialCreated struct {
-	Authority     jRef        `json:"authority"`
-	Number        uint64      `json:"number"`
-	Managed       bool        `json:"managed"`
-	State         TrialState  `json:"state,omitempty"`
-	Params        []jParam    `json:"params,omitempty"`
-	States        []jBlob     `json:"states,omitempty"`
-	ReplacementOf *jEffectKey `json:"replacement_of,omitempty"`
+	Authority     jRef                 `json:"authority"`
+	Number        uint64               `json:"number"`
+	Managed       bool                 `json:"managed"`
+	State         lifecycle.TrialState `json:"state,omitempty"`
+	Params        []jParam             `json:"params,omitempty"`
+	States        []jBlob              `json:"states,omitempty"`
+	ReplacementOf *jEffectKey          `json:"replacement_of,omitempty"`
 }
 
 type fTrialClaimed struct {
@@ -180,8 +173,8 @@ type fTrialMutated struct {
 // fStudyMutated is TrialMutated in the study run: written only when the
 // mutation replaces study-scope state, which makes it a two-run transition.
 type fStudyMutated struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
 	jMutation
 	StudyStates    []jBlob `json:"study_states"`
 	FinalizerFence uint64  `json:"finalizer_fence,omitempty"`
@@ -190,27 +183,27 @@ type fStudyMutated struct {
 // fStudyTerminal is TrialTerminal in the study run: the commit point of
 // every terminal transition, and of the outbox record when Intent is set.
 type fStudyTerminal struct {
-	Trial          TrialID    `json:"trial"`
-	OwnerEpoch     uint64     `json:"owner_epoch"`
-	State          TrialState `json:"state"`
-	Cause          endCause   `json:"cause"`
-	Values         []float64  `json:"values,omitempty"`
-	States         []jBlob    `json:"states,omitempty"` // trial scope
-	StudyStates    []jBlob    `json:"study_states,omitempty"`
-	Intent         *jIntent   `json:"intent,omitempty"`
-	GraceNS        int64      `json:"grace_ns,omitempty"`
-	TerminalSeq    uint64     `json:"terminal_seq,omitempty"`
-	FinalizerFence uint64     `json:"finalizer_fence,omitempty"`
+	Trial          lifecycle.TrialID    `json:"trial"`
+	OwnerEpoch     uint64               `json:"owner_epoch"`
+	State          lifecycle.TrialState `json:"state"`
+	Cause          endCause             `json:"cause"`
+	Values         []float64            `json:"values,omitempty"`
+	States         []jBlob              `json:"states,omitempty"` // trial scope
+	StudyStates    []jBlob              `json:"study_states,omitempty"`
+	Intent         *jIntent             `json:"intent,omitempty"`
+	GraceNS        int64                `json:"grace_ns,omitempty"`
+	TerminalSeq    uint64               `json:"terminal_seq,omitempty"`
+	FinalizerFence uint64               `json:"finalizer_fence,omitempty"`
 }
 
 // fTrialTerminal is TrialTerminal in a trial run, followed by RunConcluded.
 type fTrialTerminal struct {
-	Authority  jRef       `json:"authority"`
-	OwnerEpoch uint64     `json:"owner_epoch"`
-	State      TrialState `json:"state"`
-	Cause      endCause   `json:"cause"`
-	Values     []float64  `json:"values,omitempty"`
-	States     []jBlob    `json:"states,omitempty"`
+	Authority  jRef                 `json:"authority"`
+	OwnerEpoch uint64               `json:"owner_epoch"`
+	State      lifecycle.TrialState `json:"state"`
+	Cause      endCause             `json:"cause"`
+	Values     []float64            `json:"values,omitempty"`
+	States     []jBlob              `json:"states,omitempty"`
 }
 
 type fFinalizationAcquired struct {
@@ -228,37 +221,37 @@ type fFinalizationReleased struct {
 }
 
 type fOutboxAdvanced struct {
-	Trial          TrialID     `json:"trial"`
-	OwnerEpoch     uint64      `json:"owner_epoch"`
-	Phase          OutboxPhase `json:"outbox_phase"`     // "phase" is a routing field
-	States         []jBlob     `json:"states,omitempty"` // both scopes
-	Effects        []jEffect   `json:"effects,omitempty"`
-	FinalizerFence uint64      `json:"finalizer_fence,omitempty"`
+	Trial          lifecycle.TrialID     `json:"trial"`
+	OwnerEpoch     uint64                `json:"owner_epoch"`
+	Phase          lifecycle.OutboxPhase `json:"outbox_phase"`     // "phase" is a routing field
+	States         []jBlob               `json:"states,omitempty"` // both scopes
+	Effects        []jEffect             `json:"effects,omitempty"`
+	FinalizerFence uint64                `json:"finalizer_fence,omitempty"`
 }
 
 type fEffectCompleted struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
-	Name       string  `json:"name"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
+	Name       string            `json:"name"`
 }
 
 // fReplacementCreated completes a replacement effect; when Status is
 // created it also reserves the new trial, and repeats the spec's params
 // and states so that the new trial's TrialCreated is a function of it.
 type fReplacementCreated struct {
-	Trial      TrialID           `json:"trial"`
-	OwnerEpoch uint64            `json:"owner_epoch"`
-	Name       string            `json:"name"`
-	Status     ReplacementStatus `json:"status"`
-	NewTrial   TrialID           `json:"new_trial,omitempty"`
-	Number     uint64            `json:"number,omitempty"`
-	Params     []jParam          `json:"params,omitempty"`
-	States     []jBlob           `json:"states,omitempty"`
+	Trial      lifecycle.TrialID           `json:"trial"`
+	OwnerEpoch uint64                      `json:"owner_epoch"`
+	Name       string                      `json:"name"`
+	Status     lifecycle.ReplacementStatus `json:"status"`
+	NewTrial   lifecycle.TrialID           `json:"new_trial,omitempty"`
+	Number     uint64                      `json:"number,omitempty"`
+	Params     []jParam                    `json:"params,omitempty"`
+	States     []jBlob                     `json:"states,omitempty"`
 }
 
 type fFinalizedStatePut struct {
-	Trial TrialID `json:"trial"`
-	State jBlob   `json:"state"`
+	Trial lifecycle.TrialID `json:"trial"`
+	State jBlob             `json:"state"`
 }
 
 // encodeFields marshals a kind's fields. Every value here is plain data,
@@ -304,24 +297,24 @@ func corrupt(r store.Record, format string, args ...any) error {
 // bytes, so the value would not be kept verbatim.
 func checkUTF8JSON(what string, raw json.RawMessage) error {
 	if !utf8.Valid(raw) {
-		return invalid("%s is not valid UTF-8; a journal record cannot carry it verbatim", what)
+		return model.Invalid("%s is not valid UTF-8; a journal record cannot carry it verbatim", what)
 	}
 	return nil
 }
 
-func toJParam(p Param) jParam {
-	return jParam{Name: p.Name, Value: p.Value, Distribution: string(compactJSON(p.Distribution))}
+func toJParam(p lifecycle.Param) jParam {
+	return jParam{Name: p.Name, Value: p.Value, Distribution: string(model.CompactJSON(p.Distribution))}
 }
 
-func fromJParam(p jParam) Param {
-	out := Param{Name: p.Name, Value: p.Value}
+func fromJParam(p jParam) lifecycle.Param {
+	out := lifecycle.Param{Name: p.Name, Value: p.Value}
 	if p.Distribution != "" {
 		out.Distribution = json.RawMessage(p.Distribution)
 	}
 	return out
 }
 
-func toJParams(ps []Param) []jParam {
+func toJParams(ps []lifecycle.Param) []jParam {
 	var out []jParam
 	for _, p := range ps {
 		out = append(out, toJParam(p))
@@ -329,15 +322,15 @@ func toJParams(ps []Param) []jParam {
 	return out
 }
 
-func fromJParams(ps []jParam) []Param {
-	var out []Param
+func fromJParams(ps []jParam) []lifecycle.Param {
+	var out []lifecycle.Param
 	for _, p := range ps {
 		out = append(out, fromJParam(p))
 	}
 	return out
 }
 
-func toJBlob(b StateBlob) jBlob {
+func toJBlob(b lifecycle.StateBlob) jBlob {
 	out := jBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
 	if len(b.Data) > 0 {
 		out.Data = append([]byte(nil), b.Data...)
@@ -345,8 +338,8 @@ func toJBlob(b StateBlob) jBlob {
 	return out
 }
 
-func fromJBlob(b jBlob) StateBlob {
-	out := StateBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
+func fromJBlob(b jBlob) lifecycle.StateBlob {
+	out := lifecycle.StateBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
 	if len(b.Data) > 0 {
 		out.Data = append([]byte(nil), b.Data...)
 	}
@@ -354,7 +347,7 @@ func fromJBlob(b jBlob) StateBlob {
 }
 
 // toJBlobs converts the blobs of one scope.
-func toJBlobs(bs []StateBlob, scope ScopeLevel) []jBlob {
+func toJBlobs(bs []lifecycle.StateBlob, scope lifecycle.ScopeLevel) []jBlob {
 	var out []jBlob
 	for _, b := range bs {
 		if b.Scope == scope {
@@ -364,33 +357,33 @@ func toJBlobs(bs []StateBlob, scope ScopeLevel) []jBlob {
 	return out
 }
 
-func fromJBlobs(bs []jBlob) []StateBlob {
-	var out []StateBlob
+func fromJBlobs(bs []jBlob) []lifecycle.StateBlob {
+	var out []lifecycle.StateBlob
 	for _, b := range bs {
 		out = append(out, fromJBlob(b))
 	}
 	return out
 }
 
-func toJEffect(e OutboxEffect) jEffect {
-	out := jEffect{Name: e.Name, Kind: e.Kind, Payload: string(compactJSON(e.Payload))}
+func toJEffect(e lifecycle.OutboxEffect) jEffect {
+	out := jEffect{Name: e.Name, Kind: e.Kind, Payload: string(model.CompactJSON(e.Payload))}
 	if e.Replacement != nil {
 		out.Replacement = &jSpec{
 			MaxTrials: e.Replacement.MaxTrials,
 			Params:    toJParams(e.Replacement.Params),
-			States:    toJBlobs(e.Replacement.States, ScopeTrial),
+			States:    toJBlobs(e.Replacement.States, lifecycle.ScopeTrial),
 		}
 	}
 	return out
 }
 
-func fromJEffect(e jEffect) OutboxEffect {
-	out := OutboxEffect{Name: e.Name, Kind: e.Kind}
+func fromJEffect(e jEffect) lifecycle.OutboxEffect {
+	out := lifecycle.OutboxEffect{Name: e.Name, Kind: e.Kind}
 	if e.Payload != "" {
 		out.Payload = json.RawMessage(e.Payload)
 	}
 	if e.Replacement != nil {
-		out.Replacement = &ReplacementSpec{
+		out.Replacement = &lifecycle.ReplacementSpec{
 			MaxTrials: e.Replacement.MaxTrials,
 			Params:    fromJParams(e.Replacement.Params),
 			States:    fromJBlobs(e.Replacement.States),
@@ -399,12 +392,12 @@ func fromJEffect(e jEffect) OutboxEffect {
 	return out
 }
 
-func toJIntent(i FinalizationIntent) *jIntent {
-	return &jIntent{Kind: i.Kind, Data: string(compactJSON(i.Data))}
+func toJIntent(i lifecycle.FinalizationIntent) *jIntent {
+	return &jIntent{Kind: i.Kind, Data: string(model.CompactJSON(i.Data))}
 }
 
-func fromJIntent(i jIntent) FinalizationIntent {
-	out := FinalizationIntent{Kind: i.Kind}
+func fromJIntent(i jIntent) lifecycle.FinalizationIntent {
+	out := lifecycle.FinalizationIntent{Kind: i.Kind}
 	if i.Data != "" {
 		out.Data = json.RawMessage(i.Data)
 	}
@@ -420,7 +413,7 @@ func formatTime(t time.Time) (string, error) {
 	}
 	u := t.UTC()
 	if y := u.Year(); y < 0 || y > 9999 {
-		return "", invalid("heartbeat time %v is outside years 0000-9999; a record cannot carry it", t)
+		return "", model.Invalid("heartbeat time %v is outside years 0000-9999; a record cannot carry it", t)
 	}
 	return u.Format(time.RFC3339Nano), nil
 }
@@ -437,4 +430,4 @@ func parseTime(r store.Record, s string) (time.Time, error) {
 }
 
 // outcomeOf is the journal outcome that concludes and seals a trial run.
-func outcomeOf(s TrialState) string { return "trial-" + string(s) }
+func outcomeOf(s lifecycle.TrialState) string { return "trial-" + string(s) }

@@ -1,4 +1,4 @@
-package lifecycle_test
+package journalstore_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -38,9 +39,9 @@ func lockChild(arg string) int {
 		return 2
 	}
 	defer st.Close()
-	s, err := lifecycle.NewJournalStorage(st)
+	s, err := journalstore.New(st)
 	switch {
-	case errors.Is(err, lifecycle.ErrLocked):
+	case errors.Is(err, journalstore.ErrLocked):
 		fmt.Println("refused:", err)
 		return 0
 	case err != nil:
@@ -85,13 +86,13 @@ func TestJournalStorage_SecondWriterRefused(t *testing.T) {
 	tok := a.claim(tr, "A")
 
 	for _, j := range []*sqlite.Store{stA, stB} {
-		b, err := lifecycle.NewJournalStorage(j)
+		b, err := journalstore.New(j)
 		if err == nil {
 			b.Close()
 			t.Fatal("a second JournalStorage on the journal was accepted")
 		}
-		var le *lifecycle.LockedError
-		if !errors.Is(err, lifecycle.ErrLocked) || !errors.Is(err, lifecycle.ErrConflict) || !errors.As(err, &le) {
+		var le *journalstore.LockedError
+		if !errors.Is(err, journalstore.ErrLocked) || !errors.Is(err, lifecycle.ErrConflict) || !errors.As(err, &le) {
 			t.Fatalf("the refusal is not ErrLocked, ErrConflict and a *LockedError: %v", err)
 		}
 		if le.Lock != path+".lifecycle-default.lock" || le.Holder != fmt.Sprintf("pid %d", os.Getpid()) {
@@ -106,13 +107,13 @@ func TestJournalStorage_SecondWriterRefused(t *testing.T) {
 	other, err := sqlite.Open(ctx, path, sqlite.Options{Tenant: "other"})
 	a.must(err, "open tenant other")
 	t.Cleanup(func() { other.Close() })
-	so, err := lifecycle.NewJournalStorage(other)
+	so, err := journalstore.New(other)
 	a.must(err, "a JournalStorage for another tenant of the file")
 	a.must(so.Close(), "close it")
 
 	// The first writer carries on, and the study loads whole.
 	a.must(a.s.Terminal(ctx, lifecycle.TerminalRequest{Owner: tok, State: lifecycle.TrialComplete, Values: []float64{1}}), "terminal")
-	if _, err := lifecycle.ReadStudyView(ctx, stB, a.study); err != nil {
+	if _, err := journalstore.ReadStudyView(ctx, stB, a.study); err != nil {
 		t.Fatalf("the study does not read back: %v", err)
 	}
 
@@ -163,8 +164,8 @@ func TestJournalStorage_SecondProcessRefused(t *testing.T) {
 	if err != nil || line != "holding\n" {
 		t.Fatalf("the holder says %q, %v", line, err)
 	}
-	_, err = lifecycle.NewJournalStorage(st)
-	var le *lifecycle.LockedError
+	_, err = journalstore.New(st)
+	var le *journalstore.LockedError
 	if !errors.As(err, &le) || le.Holder != fmt.Sprintf("pid %d", holder.Process.Pid) {
 		t.Fatalf("a JournalStorage beside another process's: %v", err)
 	}
