@@ -44,6 +44,17 @@
 // contract's "validation error": a malformed request that no retry can fix.
 // Any error other than KindStorage guarantees that nothing was written.
 //
+// This is the house convention (CONTRIBUTING.md) in the shape its second
+// clause allows: the Err* values are the sentinels a caller branches on
+// with errors.Is; [*Error] is the typed error carrying the data (Op,
+// Detail), whose Is matches exactly the sentinel of its Kind because its
+// Unwrap already leads to the cause (a store error, a context error), so
+// errors.Is(err, store.ErrFenced) or errors.Is(err, context.Canceled)
+// still holds through it. Implementations add their own classes beneath
+// KindStorage the same way: package journalstore's ErrInconsistent (with
+// *InconsistentError naming the record that does not fold) and ErrClosed,
+// and its ErrLocked (with *LockedError) beneath KindConflict.
+//
 // # The clock rule
 //
 // Nothing in this package compares clocks. A trial's lease does not expire:

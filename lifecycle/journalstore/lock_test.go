@@ -13,6 +13,7 @@ import (
 
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
+	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -119,7 +120,7 @@ func TestJournalStorage_SecondWriterRefused(t *testing.T) {
 
 	// Closed, the first hands over; the closed one refuses work.
 	a.must(a.s.Close(), "close")
-	if _, err := a.s.InspectStudy(ctx, a.study); lifecycle.KindOf(err) != lifecycle.KindStorage {
+	if _, err := a.s.InspectStudy(ctx, a.study); lifecycle.KindOf(err) != lifecycle.KindStorage || !errors.Is(err, journalstore.ErrClosed) {
 		t.Fatalf("a closed JournalStorage answered %v", err)
 	}
 	if _, err := a.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1}); lifecycle.KindOf(err) != lifecycle.KindStorage {
@@ -176,4 +177,47 @@ func TestJournalStorage_SecondProcessRefused(t *testing.T) {
 	defer e.s.Close()
 	e.claim(e.reserve(""), "after")
 	verifyStudy(t, ctx, e.s, st, e.study)
+}
+
+// TestJournalStorage_ForeignAppendIsInconsistent appends to a trial run
+// behind the storage's back, at the owner's epoch so that the journal's
+// fence lets it through, as a second writer would: the study then refuses
+// every operation with a storage error that is ErrInconsistent and names
+// the first record that does not fold, and a reader sees the same.
+func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	st := openJournal(t, path)
+	t.Cleanup(func() { st.Close() })
+	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, st)}
+	defer e.s.Close()
+	var err error
+	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	e.must(err, "create study")
+	tok := e.claim(e.reserve(""), "owner")
+	c, err := store.ParseCaseID(string(e.study))
+	e.must(err, "case")
+	run, err := store.ParseRunID(string(tok.Trial))
+	e.must(err, "run")
+	recs, err := st.Append(ctx, store.Epoch(tok.Epoch), []store.Append{{Run: run, Case: c, Kind: journalstore.RecordTrialHeartbeat, Fields: []byte(`{"heartbeat_seq":7}`)}})
+	e.must(err, "the foreign append")
+
+	check := func(what string, err error) {
+		t.Helper()
+		var ie *journalstore.InconsistentError
+		if !errors.Is(err, lifecycle.ErrStorage) || !errors.Is(err, journalstore.ErrInconsistent) || !errors.As(err, &ie) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ie.Run != run || ie.Seq != recs[0].Seq {
+			t.Fatalf("%s: names run %s seq %d, the foreign record is run %s seq %d", what, ie.Run, ie.Seq, run, recs[0].Seq)
+		}
+	}
+	_, err = e.s.Renew(ctx, lifecycle.RenewRequest{Owner: tok})
+	if !errors.Is(err, journalstore.ErrInconsistent) {
+		t.Fatalf("a renew over a foreign record: %v", err)
+	}
+	_, err = e.s.InspectStudy(ctx, e.study)
+	check("the study after the foreign append", err)
+	_, err = journalstore.ReadStudyView(ctx, st, e.study)
+	check("a reader of the study", err)
 }

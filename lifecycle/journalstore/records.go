@@ -3,6 +3,7 @@ package journalstore
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -275,21 +276,34 @@ func decodeFields(r store.Record, into any) error {
 	return nil
 }
 
-// corruptError reports journal content that contradicts this format or the
-// lifecycle's invariants. It surfaces as KindStorage: the caller cannot fix
-// it, and nothing is decided from a history that does not fold.
-type corruptError struct {
+// ErrInconsistent is the class of [*InconsistentError]: the journal's
+// lifecycle records of a study do not fold (spec/lifecycle.md section
+// 14.5). Operations on such a study fail with lifecycle.KindStorage
+// wrapping it, so errors.Is(err, ErrInconsistent) tells it from an
+// ordinary I/O failure: retrying cannot help, an operator must look.
+var ErrInconsistent = errors.New("lifecycle records in the journal do not fold")
+
+// InconsistentError reports journal content that contradicts the record
+// format or the lifecycle's invariants, at the first record that does not
+// fold. It unwraps to [ErrInconsistent]. Nothing is decided from a history
+// that does not fold.
+type InconsistentError struct {
+	// Run and Seq locate the first record that does not fold; Seq is 0
+	// when the fault is in the journal's indexes rather than a record.
 	Run    store.RunID
 	Seq    store.Seq
 	Detail string
 }
 
-func (e *corruptError) Error() string {
+func (e *InconsistentError) Error() string {
 	return fmt.Sprintf("lifecycle records in the journal do not fold: run %s seq %d: %s", e.Run, e.Seq, e.Detail)
 }
 
+// Unwrap returns ErrInconsistent.
+func (e *InconsistentError) Unwrap() error { return ErrInconsistent }
+
 func corrupt(r store.Record, format string, args ...any) error {
-	return &corruptError{Run: r.Run, Seq: r.Seq, Detail: fmt.Sprintf(format, args...)}
+	return &InconsistentError{Run: r.Run, Seq: r.Seq, Detail: fmt.Sprintf(format, args...)}
 }
 
 // checkUTF8JSON refuses user JSON that is not valid UTF-8: a journal record

@@ -61,7 +61,7 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		}
 	}
 	if v.head.Seq < 2 {
-		return nil, &corruptError{Run: run, Seq: v.head.Seq, Detail: "the study run has no StudyOpened"}
+		return nil, &InconsistentError{Run: run, Seq: v.head.Seq, Detail: "the study run has no StudyOpened"}
 	}
 	trialRecs := make([][]store.Record, 0, len(v.order))
 	for _, t := range v.order {
@@ -108,7 +108,7 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		}
 	}
 	if !inCase[run] {
-		return nil, &corruptError{Run: run, Detail: "the journal's case index does not list the study run"}
+		return nil, &InconsistentError{Run: run, Detail: "the journal's case index does not list the study run"}
 	}
 	delete(inCase, run)
 	for i, t := range v.order {
@@ -124,7 +124,7 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 		// misses is a hole in every disclosure of it.
 		has := len(trialRecs[i]) > 0
 		if i < indexed && (has && !inCase[t.run] || !concurrent && !has && inCase[t.run]) {
-			return nil, &corruptError{Run: t.run, Detail: fmt.Sprintf("the journal's case index disagrees with the run (%d records, listed %t)", len(trialRecs[i]), inCase[t.run])}
+			return nil, &InconsistentError{Run: t.run, Detail: fmt.Sprintf("the journal's case index disagrees with the run (%d records, listed %t)", len(trialRecs[i]), inCase[t.run])}
 		}
 		delete(inCase, t.run)
 	}
@@ -169,7 +169,7 @@ func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func
 	for i, t := range concluded {
 		t.sealed = pos[i] != nil
 		if t.sealed && pos[i].Leaf != t.head.Hash {
-			return nil, &corruptError{Run: t.run, Seq: t.head.Seq, Detail: "the run's log leaf is not its terminal hash"}
+			return nil, &InconsistentError{Run: t.run, Seq: t.head.Seq, Detail: "the run's log leaf is not its terminal hash"}
 		}
 		if !t.sealed {
 			v.toSeal = append(v.toSeal, t)
@@ -228,7 +228,7 @@ func (s *Storage) settle(ctx context.Context, v *jview) error {
 func (s *Storage) writeMirror(ctx context.Context, v *jview, a *authority) error {
 	t := a.trial
 	if len(t.awaiting) == 0 || t.awaiting[0] != a {
-		return &corruptError{Run: v.run, Seq: a.rec.Seq, Detail: fmt.Sprintf("the mirror of this record is owed to trial %s out of order", t.ID)}
+		return &InconsistentError{Run: v.run, Seq: a.rec.Seq, Detail: fmt.Sprintf("the mirror of this record is owed to trial %s out of order", t.ID)}
 	}
 	epoch := a.epoch
 	if epoch == 0 {
@@ -255,7 +255,7 @@ func (s *Storage) writeMirror(ctx context.Context, v *jview, a *authority) error
 		}
 	}
 	if !a.done {
-		return &corruptError{Run: t.run, Seq: t.head.Seq, Detail: "the appended mirror did not fold as one"}
+		return &InconsistentError{Run: t.run, Seq: t.head.Seq, Detail: "the appended mirror did not fold as one"}
 	}
 	if t.concluded {
 		return s.seal(ctx, t)
@@ -277,7 +277,7 @@ func (s *Storage) seal(ctx context.Context, t *jtrial) error {
 		return err
 	}
 	if leaf != t.head.Hash {
-		return &corruptError{Run: t.run, Seq: t.head.Seq, Detail: "the sealed leaf is not the run's terminal hash"}
+		return &InconsistentError{Run: t.run, Seq: t.head.Seq, Detail: "the sealed leaf is not the run's terminal hash"}
 	}
 	t.sealed = true
 	// The run is sealed and refuses every append; its lease only has to

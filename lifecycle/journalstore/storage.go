@@ -117,10 +117,12 @@ func (s *Storage) Close() error {
 	return s.lock.Close()
 }
 
-var errClosed = errors.New("the lifecycle storage is closed")
+// ErrClosed is the cause (inside a lifecycle.KindStorage error) of every
+// operation on a Storage after Close.
+var ErrClosed = errors.New("the lifecycle storage is closed")
 
 func journalError(op string, err error) error {
-	var ce *corruptError
+	var ce *InconsistentError
 	if errors.As(err, &ce) {
 		return &lifecycle.Error{Kind: lifecycle.KindStorage, Op: op, Detail: "the journal's lifecycle records are inconsistent", Err: err}
 	}
@@ -143,7 +145,7 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 	st.mu.Lock()
 	if s.closed.Load() {
 		st.mu.Unlock()
-		return nil, lifecycle.StorageError(op, errClosed)
+		return nil, lifecycle.StorageError(op, ErrClosed)
 	}
 	if st.v == nil {
 		v, err := s.rebuild(ctx, op, c)
@@ -262,7 +264,7 @@ func (s *Storage) CreateStudy(ctx context.Context, spec lifecycle.StudySpec) (li
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed.Load() {
-		return "", lifecycle.StorageError(op, errClosed)
+		return "", lifecycle.StorageError(op, ErrClosed)
 	}
 	c := store.NewCaseID()
 	id := lifecycle.StudyID(c.String())

@@ -14,7 +14,7 @@ import (
 //
 // Folding is strict. Each record must be a transition the lifecycle allows
 // from the state the records before it built; anything else is a
-// corruptError, and nothing is decided from a history that does not fold.
+// InconsistentError, and nothing is decided from a history that does not fold.
 type jview struct {
 	model.Study
 	caseID store.CaseID
