@@ -1,12 +1,15 @@
-package lifecycle
+package journalstore
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
 
+	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/internal/model"
 	"github.com/runseal/runseal/store"
 )
 
@@ -56,12 +59,6 @@ const (
 	endAbandoned endCause = "abandoned"
 )
 
-// User JSON (distributions, attributes, intent data, effect payloads) is
-// carried as a string holding its compacted text, not as nested JSON: the
-// journal canonicalizes record bodies, which would reorder keys, rewrite
-// numbers and refuse duplicate keys, and the contract keeps these values
-// verbatim.
-
 type jParam struct {
 	Name         string  `json:"name"`
 	Value        float64 `json:"value"`
@@ -69,11 +66,11 @@ type jParam struct {
 }
 
 type jBlob struct {
-	Scope   ScopeLevel `json:"scope"`
-	Name    string     `json:"name"`
-	Kind    string     `json:"kind"`
-	Version uint32     `json:"version"`
-	Data    []byte     `json:"data,omitempty"`
+	Scope   lifecycle.ScopeLevel `json:"scope"`
+	Name    string               `json:"name"`
+	Kind    string               `json:"kind"`
+	Version uint32               `json:"version"`
+	Data    []byte               `json:"data,omitempty"`
 }
 
 type jStep struct {
@@ -93,10 +90,10 @@ type jSpec struct {
 }
 
 type jEffect struct {
-	Name        string     `json:"name"`
-	Kind        EffectKind `json:"kind"`
-	Payload     string     `json:"payload,omitempty"`
-	Replacement *jSpec     `json:"replacement,omitempty"`
+	Name        string               `json:"name"`
+	Kind        lifecycle.EffectKind `json:"kind"`
+	Payload     string               `json:"payload,omitempty"`
+	Replacement *jSpec               `json:"replacement,omitempty"`
 }
 
 // jRef names the study run record a trial run record mirrors.
@@ -108,13 +105,10 @@ type jRef struct {
 // jEffectKey names an outbox effect; the outbox key's epoch is the owner
 // epoch, spelled owner_epoch because "epoch" is a routing field.
 type jEffectKey struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
-	Name       string  `json:"name"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
+	Name       string            `json:"name"`
 }
-
-// The fields of each kind. Study run records name their trial; trial run
-// records do not, because the run is the trial.
 
 type fRunAdmitted struct {
 	Source string `json:"source"`
@@ -126,26 +120,26 @@ type fRunConcluded struct {
 }
 
 type fStudyOpened struct {
-	Format int       `json:"format"`
-	Spec   StudySpec `json:"spec"`
+	Format int                 `json:"format"`
+	Spec   lifecycle.StudySpec `json:"spec"`
 }
 
 type fTrialReserved struct {
-	Trial   TrialID    `json:"trial"`
-	Number  uint64     `json:"number"`
-	Key     string     `json:"key,omitempty"`
-	Managed bool       `json:"managed"`
-	State   TrialState `json:"state,omitempty"` // unmanaged trials only
+	Trial   lifecycle.TrialID    `json:"trial"`
+	Number  uint64               `json:"number"`
+	Key     string               `json:"key,omitempty"`
+	Managed bool                 `json:"managed"`
+	State   lifecycle.TrialState `json:"state,omitempty"` // unmanaged trials only
 }
 
 type fTrialCreated struct {
-	Authority     jRef        `json:"authority"`
-	Number        uint64      `json:"number"`
-	Managed       bool        `json:"managed"`
-	State         TrialState  `json:"state,omitempty"`
-	Params        []jParam    `json:"params,omitempty"`
-	States        []jBlob     `json:"states,omitempty"`
-	ReplacementOf *jEffectKey `json:"replacement_of,omitempty"`
+	Authority     jRef                 `json:"authority"`
+	Number        uint64               `json:"number"`
+	Managed       bool                 `json:"managed"`
+	State         lifecycle.TrialState `json:"state,omitempty"`
+	Params        []jParam             `json:"params,omitempty"`
+	States        []jBlob              `json:"states,omitempty"`
+	ReplacementOf *jEffectKey          `json:"replacement_of,omitempty"`
 }
 
 type fTrialClaimed struct {
@@ -180,8 +174,8 @@ type fTrialMutated struct {
 // fStudyMutated is TrialMutated in the study run: written only when the
 // mutation replaces study-scope state, which makes it a two-run transition.
 type fStudyMutated struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
 	jMutation
 	StudyStates    []jBlob `json:"study_states"`
 	FinalizerFence uint64  `json:"finalizer_fence,omitempty"`
@@ -190,27 +184,27 @@ type fStudyMutated struct {
 // fStudyTerminal is TrialTerminal in the study run: the commit point of
 // every terminal transition, and of the outbox record when Intent is set.
 type fStudyTerminal struct {
-	Trial          TrialID    `json:"trial"`
-	OwnerEpoch     uint64     `json:"owner_epoch"`
-	State          TrialState `json:"state"`
-	Cause          endCause   `json:"cause"`
-	Values         []float64  `json:"values,omitempty"`
-	States         []jBlob    `json:"states,omitempty"` // trial scope
-	StudyStates    []jBlob    `json:"study_states,omitempty"`
-	Intent         *jIntent   `json:"intent,omitempty"`
-	GraceNS        int64      `json:"grace_ns,omitempty"`
-	TerminalSeq    uint64     `json:"terminal_seq,omitempty"`
-	FinalizerFence uint64     `json:"finalizer_fence,omitempty"`
+	Trial          lifecycle.TrialID    `json:"trial"`
+	OwnerEpoch     uint64               `json:"owner_epoch"`
+	State          lifecycle.TrialState `json:"state"`
+	Cause          endCause             `json:"cause"`
+	Values         []float64            `json:"values,omitempty"`
+	States         []jBlob              `json:"states,omitempty"` // trial scope
+	StudyStates    []jBlob              `json:"study_states,omitempty"`
+	Intent         *jIntent             `json:"intent,omitempty"`
+	GraceNS        int64                `json:"grace_ns,omitempty"`
+	TerminalSeq    uint64               `json:"terminal_seq,omitempty"`
+	FinalizerFence uint64               `json:"finalizer_fence,omitempty"`
 }
 
 // fTrialTerminal is TrialTerminal in a trial run, followed by RunConcluded.
 type fTrialTerminal struct {
-	Authority  jRef       `json:"authority"`
-	OwnerEpoch uint64     `json:"owner_epoch"`
-	State      TrialState `json:"state"`
-	Cause      endCause   `json:"cause"`
-	Values     []float64  `json:"values,omitempty"`
-	States     []jBlob    `json:"states,omitempty"`
+	Authority  jRef                 `json:"authority"`
+	OwnerEpoch uint64               `json:"owner_epoch"`
+	State      lifecycle.TrialState `json:"state"`
+	Cause      endCause             `json:"cause"`
+	Values     []float64            `json:"values,omitempty"`
+	States     []jBlob              `json:"states,omitempty"`
 }
 
 type fFinalizationAcquired struct {
@@ -228,37 +222,37 @@ type fFinalizationReleased struct {
 }
 
 type fOutboxAdvanced struct {
-	Trial          TrialID     `json:"trial"`
-	OwnerEpoch     uint64      `json:"owner_epoch"`
-	Phase          OutboxPhase `json:"outbox_phase"`     // "phase" is a routing field
-	States         []jBlob     `json:"states,omitempty"` // both scopes
-	Effects        []jEffect   `json:"effects,omitempty"`
-	FinalizerFence uint64      `json:"finalizer_fence,omitempty"`
+	Trial          lifecycle.TrialID     `json:"trial"`
+	OwnerEpoch     uint64                `json:"owner_epoch"`
+	Phase          lifecycle.OutboxPhase `json:"outbox_phase"`     // "phase" is a routing field
+	States         []jBlob               `json:"states,omitempty"` // both scopes
+	Effects        []jEffect             `json:"effects,omitempty"`
+	FinalizerFence uint64                `json:"finalizer_fence,omitempty"`
 }
 
 type fEffectCompleted struct {
-	Trial      TrialID `json:"trial"`
-	OwnerEpoch uint64  `json:"owner_epoch"`
-	Name       string  `json:"name"`
+	Trial      lifecycle.TrialID `json:"trial"`
+	OwnerEpoch uint64            `json:"owner_epoch"`
+	Name       string            `json:"name"`
 }
 
 // fReplacementCreated completes a replacement effect; when Status is
 // created it also reserves the new trial, and repeats the spec's params
 // and states so that the new trial's TrialCreated is a function of it.
 type fReplacementCreated struct {
-	Trial      TrialID           `json:"trial"`
-	OwnerEpoch uint64            `json:"owner_epoch"`
-	Name       string            `json:"name"`
-	Status     ReplacementStatus `json:"status"`
-	NewTrial   TrialID           `json:"new_trial,omitempty"`
-	Number     uint64            `json:"number,omitempty"`
-	Params     []jParam          `json:"params,omitempty"`
-	States     []jBlob           `json:"states,omitempty"`
+	Trial      lifecycle.TrialID           `json:"trial"`
+	OwnerEpoch uint64                      `json:"owner_epoch"`
+	Name       string                      `json:"name"`
+	Status     lifecycle.ReplacementStatus `json:"status"`
+	NewTrial   lifecycle.TrialID           `json:"new_trial,omitempty"`
+	Number     uint64                      `json:"number,omitempty"`
+	Params     []jParam                    `json:"params,omitempty"`
+	States     []jBlob                     `json:"states,omitempty"`
 }
 
 type fFinalizedStatePut struct {
-	Trial TrialID `json:"trial"`
-	State jBlob   `json:"state"`
+	Trial lifecycle.TrialID `json:"trial"`
+	State jBlob             `json:"state"`
 }
 
 // encodeFields marshals a kind's fields. Every value here is plain data,
@@ -282,21 +276,34 @@ func decodeFields(r store.Record, into any) error {
 	return nil
 }
 
-// corruptError reports journal content that contradicts this format or the
-// lifecycle's invariants. It surfaces as KindStorage: the caller cannot fix
-// it, and nothing is decided from a history that does not fold.
-type corruptError struct {
+// ErrInconsistent is the class of [*InconsistentError]: the journal's
+// lifecycle records of a study do not fold (spec/lifecycle.md section
+// 14.5). Operations on such a study fail with lifecycle.KindStorage
+// wrapping it, so errors.Is(err, ErrInconsistent) tells it from an
+// ordinary I/O failure: retrying cannot help, an operator must look.
+var ErrInconsistent = errors.New("lifecycle records in the journal do not fold")
+
+// InconsistentError reports journal content that contradicts the record
+// format or the lifecycle's invariants, at the first record that does not
+// fold. It unwraps to [ErrInconsistent]. Nothing is decided from a history
+// that does not fold.
+type InconsistentError struct {
+	// Run and Seq locate the first record that does not fold; Seq is 0
+	// when the fault is in the journal's indexes rather than a record.
 	Run    store.RunID
 	Seq    store.Seq
 	Detail string
 }
 
-func (e *corruptError) Error() string {
+func (e *InconsistentError) Error() string {
 	return fmt.Sprintf("lifecycle records in the journal do not fold: run %s seq %d: %s", e.Run, e.Seq, e.Detail)
 }
 
+// Unwrap returns ErrInconsistent.
+func (e *InconsistentError) Unwrap() error { return ErrInconsistent }
+
 func corrupt(r store.Record, format string, args ...any) error {
-	return &corruptError{Run: r.Run, Seq: r.Seq, Detail: fmt.Sprintf(format, args...)}
+	return &InconsistentError{Run: r.Run, Seq: r.Seq, Detail: fmt.Sprintf(format, args...)}
 }
 
 // checkUTF8JSON refuses user JSON that is not valid UTF-8: a journal record
@@ -304,24 +311,24 @@ func corrupt(r store.Record, format string, args ...any) error {
 // bytes, so the value would not be kept verbatim.
 func checkUTF8JSON(what string, raw json.RawMessage) error {
 	if !utf8.Valid(raw) {
-		return invalid("%s is not valid UTF-8; a journal record cannot carry it verbatim", what)
+		return model.Invalid("%s is not valid UTF-8; a journal record cannot carry it verbatim", what)
 	}
 	return nil
 }
 
-func toJParam(p Param) jParam {
-	return jParam{Name: p.Name, Value: p.Value, Distribution: string(compactJSON(p.Distribution))}
+func toJParam(p lifecycle.Param) jParam {
+	return jParam{Name: p.Name, Value: p.Value, Distribution: string(model.CompactJSON(p.Distribution))}
 }
 
-func fromJParam(p jParam) Param {
-	out := Param{Name: p.Name, Value: p.Value}
+func fromJParam(p jParam) lifecycle.Param {
+	out := lifecycle.Param{Name: p.Name, Value: p.Value}
 	if p.Distribution != "" {
 		out.Distribution = json.RawMessage(p.Distribution)
 	}
 	return out
 }
 
-func toJParams(ps []Param) []jParam {
+func toJParams(ps []lifecycle.Param) []jParam {
 	var out []jParam
 	for _, p := range ps {
 		out = append(out, toJParam(p))
@@ -329,15 +336,15 @@ func toJParams(ps []Param) []jParam {
 	return out
 }
 
-func fromJParams(ps []jParam) []Param {
-	var out []Param
+func fromJParams(ps []jParam) []lifecycle.Param {
+	var out []lifecycle.Param
 	for _, p := range ps {
 		out = append(out, fromJParam(p))
 	}
 	return out
 }
 
-func toJBlob(b StateBlob) jBlob {
+func toJBlob(b lifecycle.StateBlob) jBlob {
 	out := jBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
 	if len(b.Data) > 0 {
 		out.Data = append([]byte(nil), b.Data...)
@@ -345,8 +352,8 @@ func toJBlob(b StateBlob) jBlob {
 	return out
 }
 
-func fromJBlob(b jBlob) StateBlob {
-	out := StateBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
+func fromJBlob(b jBlob) lifecycle.StateBlob {
+	out := lifecycle.StateBlob{Scope: b.Scope, Name: b.Name, Kind: b.Kind, Version: b.Version}
 	if len(b.Data) > 0 {
 		out.Data = append([]byte(nil), b.Data...)
 	}
@@ -354,7 +361,7 @@ func fromJBlob(b jBlob) StateBlob {
 }
 
 // toJBlobs converts the blobs of one scope.
-func toJBlobs(bs []StateBlob, scope ScopeLevel) []jBlob {
+func toJBlobs(bs []lifecycle.StateBlob, scope lifecycle.ScopeLevel) []jBlob {
 	var out []jBlob
 	for _, b := range bs {
 		if b.Scope == scope {
@@ -364,33 +371,33 @@ func toJBlobs(bs []StateBlob, scope ScopeLevel) []jBlob {
 	return out
 }
 
-func fromJBlobs(bs []jBlob) []StateBlob {
-	var out []StateBlob
+func fromJBlobs(bs []jBlob) []lifecycle.StateBlob {
+	var out []lifecycle.StateBlob
 	for _, b := range bs {
 		out = append(out, fromJBlob(b))
 	}
 	return out
 }
 
-func toJEffect(e OutboxEffect) jEffect {
-	out := jEffect{Name: e.Name, Kind: e.Kind, Payload: string(compactJSON(e.Payload))}
+func toJEffect(e lifecycle.OutboxEffect) jEffect {
+	out := jEffect{Name: e.Name, Kind: e.Kind, Payload: string(model.CompactJSON(e.Payload))}
 	if e.Replacement != nil {
 		out.Replacement = &jSpec{
 			MaxTrials: e.Replacement.MaxTrials,
 			Params:    toJParams(e.Replacement.Params),
-			States:    toJBlobs(e.Replacement.States, ScopeTrial),
+			States:    toJBlobs(e.Replacement.States, lifecycle.ScopeTrial),
 		}
 	}
 	return out
 }
 
-func fromJEffect(e jEffect) OutboxEffect {
-	out := OutboxEffect{Name: e.Name, Kind: e.Kind}
+func fromJEffect(e jEffect) lifecycle.OutboxEffect {
+	out := lifecycle.OutboxEffect{Name: e.Name, Kind: e.Kind}
 	if e.Payload != "" {
 		out.Payload = json.RawMessage(e.Payload)
 	}
 	if e.Replacement != nil {
-		out.Replacement = &ReplacementSpec{
+		out.Replacement = &lifecycle.ReplacementSpec{
 			MaxTrials: e.Replacement.MaxTrials,
 			Params:    fromJParams(e.Replacement.Params),
 			States:    fromJBlobs(e.Replacement.States),
@@ -399,12 +406,12 @@ func fromJEffect(e jEffect) OutboxEffect {
 	return out
 }
 
-func toJIntent(i FinalizationIntent) *jIntent {
-	return &jIntent{Kind: i.Kind, Data: string(compactJSON(i.Data))}
+func toJIntent(i lifecycle.FinalizationIntent) *jIntent {
+	return &jIntent{Kind: i.Kind, Data: string(model.CompactJSON(i.Data))}
 }
 
-func fromJIntent(i jIntent) FinalizationIntent {
-	out := FinalizationIntent{Kind: i.Kind}
+func fromJIntent(i jIntent) lifecycle.FinalizationIntent {
+	out := lifecycle.FinalizationIntent{Kind: i.Kind}
 	if i.Data != "" {
 		out.Data = json.RawMessage(i.Data)
 	}
@@ -420,7 +427,7 @@ func formatTime(t time.Time) (string, error) {
 	}
 	u := t.UTC()
 	if y := u.Year(); y < 0 || y > 9999 {
-		return "", invalid("heartbeat time %v is outside years 0000-9999; a record cannot carry it", t)
+		return "", model.Invalid("heartbeat time %v is outside years 0000-9999; a record cannot carry it", t)
 	}
 	return u.Format(time.RFC3339Nano), nil
 }
@@ -437,4 +444,4 @@ func parseTime(r store.Record, s string) (time.Time, error) {
 }
 
 // outcomeOf is the journal outcome that concludes and seals a trial run.
-func outcomeOf(s TrialState) string { return "trial-" + string(s) }
+func outcomeOf(s lifecycle.TrialState) string { return "trial-" + string(s) }

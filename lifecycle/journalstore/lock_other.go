@@ -1,6 +1,6 @@
 //go:build !unix
 
-package lifecycle
+package journalstore
 
 import (
 	"io"

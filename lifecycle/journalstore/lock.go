@@ -1,4 +1,4 @@
-package lifecycle
+package journalstore
 
 import (
 	"context"
@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/store"
 )
 
-// ErrLocked is the class of the error NewJournalStorage returns when
+// ErrLocked is the class of the error New returns when
 // another JournalStorage, in this process or another, already writes the
 // journal tenant's lifecycle records. The error is also of KindConflict.
 var ErrLocked = errors.New("lifecycle: the journal's lifecycle writer lock is held")
@@ -76,10 +77,10 @@ func lockPath(ctx context.Context, j store.Journal) (path string, ok bool, err e
 func takeWriterLock(ctx context.Context, op string, j store.Journal) (io.Closer, error) {
 	path, ok, err := lockPath(ctx, j)
 	if err != nil {
-		return nil, StorageError(op, err)
+		return nil, lifecycle.StorageError(op, err)
 	}
 	if !ok {
-		return nil, NewError(KindUnsupported, op, "JournalStorage cannot take the one-writer lock of this journal: it is not a local file journal (a File(ctx) method) nor does it wrap one (an Unwrap() store.Journal method)")
+		return nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "JournalStorage cannot take the one-writer lock of this journal: it is not a local file journal (a File(ctx) method) nor does it wrap one (an Unwrap() store.Journal method)")
 	}
 	if path == "" {
 		return nil, nil
@@ -87,10 +88,10 @@ func takeWriterLock(ctx context.Context, op string, j store.Journal) (io.Closer,
 	l, err := lockFile(path)
 	var le *LockedError
 	if errors.As(err, &le) {
-		return nil, &Error{Kind: KindConflict, Op: op, Err: le}
+		return nil, &lifecycle.Error{Kind: lifecycle.KindConflict, Op: op, Err: le}
 	}
 	if err != nil {
-		return nil, StorageError(op, fmt.Errorf("lock %s: %w", path, err))
+		return nil, lifecycle.StorageError(op, fmt.Errorf("lock %s: %w", path, err))
 	}
 	return l, nil
 }

@@ -1,4 +1,4 @@
-package lifecycle_test
+package journalstore_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
+	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -38,9 +40,9 @@ func lockChild(arg string) int {
 		return 2
 	}
 	defer st.Close()
-	s, err := lifecycle.NewJournalStorage(st)
+	s, err := journalstore.New(st)
 	switch {
-	case errors.Is(err, lifecycle.ErrLocked):
+	case errors.Is(err, journalstore.ErrLocked):
 		fmt.Println("refused:", err)
 		return 0
 	case err != nil:
@@ -85,13 +87,13 @@ func TestJournalStorage_SecondWriterRefused(t *testing.T) {
 	tok := a.claim(tr, "A")
 
 	for _, j := range []*sqlite.Store{stA, stB} {
-		b, err := lifecycle.NewJournalStorage(j)
+		b, err := journalstore.New(j)
 		if err == nil {
 			b.Close()
 			t.Fatal("a second JournalStorage on the journal was accepted")
 		}
-		var le *lifecycle.LockedError
-		if !errors.Is(err, lifecycle.ErrLocked) || !errors.Is(err, lifecycle.ErrConflict) || !errors.As(err, &le) {
+		var le *journalstore.LockedError
+		if !errors.Is(err, journalstore.ErrLocked) || !errors.Is(err, lifecycle.ErrConflict) || !errors.As(err, &le) {
 			t.Fatalf("the refusal is not ErrLocked, ErrConflict and a *LockedError: %v", err)
 		}
 		if le.Lock != path+".lifecycle-default.lock" || le.Holder != fmt.Sprintf("pid %d", os.Getpid()) {
@@ -106,19 +108,19 @@ func TestJournalStorage_SecondWriterRefused(t *testing.T) {
 	other, err := sqlite.Open(ctx, path, sqlite.Options{Tenant: "other"})
 	a.must(err, "open tenant other")
 	t.Cleanup(func() { other.Close() })
-	so, err := lifecycle.NewJournalStorage(other)
+	so, err := journalstore.New(other)
 	a.must(err, "a JournalStorage for another tenant of the file")
 	a.must(so.Close(), "close it")
 
 	// The first writer carries on, and the study loads whole.
 	a.must(a.s.Terminal(ctx, lifecycle.TerminalRequest{Owner: tok, State: lifecycle.TrialComplete, Values: []float64{1}}), "terminal")
-	if _, err := lifecycle.ReadStudyView(ctx, stB, a.study); err != nil {
+	if _, err := journalstore.ReadStudyView(ctx, stB, a.study); err != nil {
 		t.Fatalf("the study does not read back: %v", err)
 	}
 
 	// Closed, the first hands over; the closed one refuses work.
 	a.must(a.s.Close(), "close")
-	if _, err := a.s.InspectStudy(ctx, a.study); lifecycle.KindOf(err) != lifecycle.KindStorage {
+	if _, err := a.s.InspectStudy(ctx, a.study); lifecycle.KindOf(err) != lifecycle.KindStorage || !errors.Is(err, journalstore.ErrClosed) {
 		t.Fatalf("a closed JournalStorage answered %v", err)
 	}
 	if _, err := a.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1}); lifecycle.KindOf(err) != lifecycle.KindStorage {
@@ -163,8 +165,8 @@ func TestJournalStorage_SecondProcessRefused(t *testing.T) {
 	if err != nil || line != "holding\n" {
 		t.Fatalf("the holder says %q, %v", line, err)
 	}
-	_, err = lifecycle.NewJournalStorage(st)
-	var le *lifecycle.LockedError
+	_, err = journalstore.New(st)
+	var le *journalstore.LockedError
 	if !errors.As(err, &le) || le.Holder != fmt.Sprintf("pid %d", holder.Process.Pid) {
 		t.Fatalf("a JournalStorage beside another process's: %v", err)
 	}
@@ -175,4 +177,47 @@ func TestJournalStorage_SecondProcessRefused(t *testing.T) {
 	defer e.s.Close()
 	e.claim(e.reserve(""), "after")
 	verifyStudy(t, ctx, e.s, st, e.study)
+}
+
+// TestJournalStorage_ForeignAppendIsInconsistent appends to a trial run
+// behind the storage's back, at the owner's epoch so that the journal's
+// fence lets it through, as a second writer would: the study then refuses
+// every operation with a storage error that is ErrInconsistent and names
+// the first record that does not fold, and a reader sees the same.
+func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	st := openJournal(t, path)
+	t.Cleanup(func() { st.Close() })
+	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, st)}
+	defer e.s.Close()
+	var err error
+	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	e.must(err, "create study")
+	tok := e.claim(e.reserve(""), "owner")
+	c, err := store.ParseCaseID(string(e.study))
+	e.must(err, "case")
+	run, err := store.ParseRunID(string(tok.Trial))
+	e.must(err, "run")
+	recs, err := st.Append(ctx, store.Epoch(tok.Epoch), []store.Append{{Run: run, Case: c, Kind: journalstore.RecordTrialHeartbeat, Fields: []byte(`{"heartbeat_seq":7}`)}})
+	e.must(err, "the foreign append")
+
+	check := func(what string, err error) {
+		t.Helper()
+		var ie *journalstore.InconsistentError
+		if !errors.Is(err, lifecycle.ErrStorage) || !errors.Is(err, journalstore.ErrInconsistent) || !errors.As(err, &ie) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ie.Run != run || ie.Seq != recs[0].Seq {
+			t.Fatalf("%s: names run %s seq %d, the foreign record is run %s seq %d", what, ie.Run, ie.Seq, run, recs[0].Seq)
+		}
+	}
+	_, err = e.s.Renew(ctx, lifecycle.RenewRequest{Owner: tok})
+	if !errors.Is(err, journalstore.ErrInconsistent) {
+		t.Fatalf("a renew over a foreign record: %v", err)
+	}
+	_, err = e.s.InspectStudy(ctx, e.study)
+	check("the study after the foreign append", err)
+	_, err = journalstore.ReadStudyView(ctx, st, e.study)
+	check("a reader of the study", err)
 }

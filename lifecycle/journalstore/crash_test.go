@@ -1,4 +1,4 @@
-package lifecycle_test
+package journalstore_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -120,7 +121,7 @@ type crashEnv struct {
 	t     *testing.T
 	ctx   context.Context
 	j     *faultJournal
-	s     *lifecycle.JournalStorage
+	s     *journalstore.Storage
 	study lifecycle.StudyID
 	// set up by the scenario for its op and check
 	tok   lifecycle.TrialOwnerToken
@@ -154,7 +155,7 @@ func (e *crashEnv) observe(tr lifecycle.TrialID) lifecycle.LeaseObservation {
 	return obs
 }
 
-func (e *crashEnv) view() lifecycle.StudyView {
+func (e *crashEnv) view() journalstore.StudyView {
 	e.t.Helper()
 	v, err := e.s.StudyView(e.ctx, e.study)
 	e.must(err, "study view")
@@ -564,12 +565,12 @@ func newCrashEnv(t *testing.T) *crashEnv {
 // verifies, each terminal trial's run is sealed and included in the log at
 // the current checkpoint, and the journal's view of the study is the
 // storage's.
-func verifyStudy(t *testing.T, ctx context.Context, s *lifecycle.JournalStorage, j store.Journal, study lifecycle.StudyID) {
+func verifyStudy(t *testing.T, ctx context.Context, s *journalstore.Storage, j store.Journal, study lifecycle.StudyID) {
 	t.Helper()
 	if err := checkRebuild(ctx, s, j); err != nil {
 		t.Fatal(err)
 	}
-	v, err := lifecycle.ReadStudyView(ctx, j, study)
+	v, err := journalstore.ReadStudyView(ctx, j, study)
 	if err != nil {
 		t.Fatal(err)
 	}

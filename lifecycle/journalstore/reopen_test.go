@@ -1,4 +1,4 @@
-package lifecycle_test
+package journalstore_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/store/storetest"
@@ -21,7 +22,7 @@ import (
 type studyEnv struct {
 	t     *testing.T
 	ctx   context.Context
-	s     *lifecycle.JournalStorage
+	s     *journalstore.Storage
 	study lifecycle.StudyID
 }
 
@@ -251,8 +252,8 @@ func TestJournalStudyExportAndVerify(t *testing.T) {
 		runs[r.Run] = true
 	}
 	want := map[string]int{
-		store.KindRunAdmitted: 6, lifecycle.RecordStudyOpened: 1, lifecycle.RecordTrialReserved: 5, lifecycle.RecordTrialCreated: 5,
-		lifecycle.RecordTrialClaimed: 4, lifecycle.RecordTrialTerminal: 8, store.KindRunConcluded: 4,
+		store.KindRunAdmitted: 6, journalstore.RecordStudyOpened: 1, journalstore.RecordTrialReserved: 5, journalstore.RecordTrialCreated: 5,
+		journalstore.RecordTrialClaimed: 4, journalstore.RecordTrialTerminal: 8, store.KindRunConcluded: 4,
 	}
 	for k, n := range want {
 		if kinds[k] != n {
@@ -272,10 +273,10 @@ func TestJournalStudyExportAndVerify(t *testing.T) {
 		t.Errorf("runs concluded trial-failed: %d, %v", n, err)
 	}
 	// Trial runs are listed by their source like any admitted runs.
-	recent, err := st.RecentRunsFrom(ctx, lifecycle.TrialSource, nil, 100)
+	recent, err := st.RecentRunsFrom(ctx, journalstore.TrialSource, nil, 100)
 	e.must(err, "recent trial runs")
 	if len(recent) != 6 {
-		t.Errorf("%d runs admitted from %s, want 6", len(recent), lifecycle.TrialSource)
+		t.Errorf("%d runs admitted from %s, want 6", len(recent), journalstore.TrialSource)
 	}
 }
 
@@ -287,7 +288,7 @@ func (sharedJournal) IsShared() bool { return true }
 func TestJournalStorageRefusesSharedStore(t *testing.T) {
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
 	t.Cleanup(func() { st.Close() })
-	_, err := lifecycle.NewJournalStorage(sharedJournal{st})
+	_, err := journalstore.New(sharedJournal{st})
 	if lifecycle.KindOf(err) != lifecycle.KindUnsupported {
 		t.Fatalf("a shared store: want Unsupported, got %v", err)
 	}
@@ -312,7 +313,7 @@ func TestStudyViewText(t *testing.T) {
 	e.advance(fin, key, lifecycle.PhaseCallbacks)
 	e.advance(fin, key, lifecycle.PhaseEffects, lifecycle.OutboxEffect{Name: "mail", Kind: lifecycle.EffectExternal})
 
-	v, err := lifecycle.ReadStudyView(ctx, st, e.study)
+	v, err := journalstore.ReadStudyView(ctx, st, e.study)
 	e.must(err, "read study view")
 	var b strings.Builder
 	e.must(v.WriteText(&b), "write text")
@@ -328,10 +329,10 @@ func TestStudyViewText(t *testing.T) {
 	if len(v.Outbox) != 1 || len(v.Outbox[0].PendingEffects) != 1 || v.Trials[1].Owner != "worker-2" || !v.Trials[0].Sealed {
 		t.Errorf("view: %+v", v)
 	}
-	if _, err := lifecycle.ReadStudyView(ctx, st, "not-a-study"); lifecycle.KindOf(err) != lifecycle.KindNotFound {
+	if _, err := journalstore.ReadStudyView(ctx, st, "not-a-study"); lifecycle.KindOf(err) != lifecycle.KindNotFound {
 		t.Errorf("view of an unknown study: %v", err)
 	}
-	if _, err := lifecycle.ReadStudyView(ctx, st, lifecycle.StudyID(store.NewCaseID().String())); lifecycle.KindOf(err) != lifecycle.KindNotFound {
+	if _, err := journalstore.ReadStudyView(ctx, st, lifecycle.StudyID(store.NewCaseID().String())); lifecycle.KindOf(err) != lifecycle.KindNotFound {
 		t.Errorf("view of a case with no study: %v", err)
 	}
 }
@@ -387,7 +388,7 @@ func TestReadStudyViewWhileWriting(t *testing.T) {
 					return
 				default:
 				}
-				v, err := lifecycle.ReadStudyView(ctx, st, e.study)
+				v, err := journalstore.ReadStudyView(ctx, st, e.study)
 				if err != nil {
 					t.Errorf("read study view while writing: %v", err)
 					return

@@ -1,4 +1,4 @@
-package lifecycle
+package journalstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/internal/model"
 	"github.com/runseal/runseal/store"
 )
 
@@ -16,15 +18,15 @@ import (
 // `journal study show` prints. It is read from the journal's records, so
 // an auditor with the journal sees the same.
 type StudyView struct {
-	Study StudyID `json:"study"`
+	Study lifecycle.StudyID `json:"study"`
 	// StudyRun is the run holding the study's own records; its id is the
 	// case's ULID.
-	StudyRun string    `json:"study_run"`
-	Spec     StudySpec `json:"spec"`
+	StudyRun string              `json:"study_run"`
+	Spec     lifecycle.StudySpec `json:"spec"`
 	// Trials are every trial record, by number.
 	Trials []TrialView `json:"trials"`
 	// Finalization is the study-wide finalization claim and its owner.
-	Finalization FinalizationObservation `json:"finalization"`
+	Finalization lifecycle.FinalizationObservation `json:"finalization"`
 	// Outbox are the study's outbox records, by terminal sequence.
 	Outbox []OutboxView `json:"outbox"`
 	// StudyStates names the study-scope (seam) state blobs.
@@ -42,29 +44,29 @@ type StudyView struct {
 
 // TrialView is one trial of a StudyView.
 type TrialView struct {
-	Trial        TrialID          `json:"trial"`
-	Number       uint64           `json:"number"`
-	Managed      bool             `json:"managed"`
-	State        TrialState       `json:"state"`
-	Owner        string           `json:"owner,omitempty"`
-	Epoch        uint64           `json:"epoch"`
-	HeartbeatSeq uint64           `json:"heartbeat_seq"`
-	HeartbeatAt  time.Time        `json:"heartbeat_at,omitzero"`
-	Sealed       bool             `json:"sealed"`
-	Outbox       *OutboxKey       `json:"outbox,omitempty"`
-	ReplaceOf    *OutboxEffectKey `json:"replacement_of,omitempty"`
+	Trial        lifecycle.TrialID          `json:"trial"`
+	Number       uint64                     `json:"number"`
+	Managed      bool                       `json:"managed"`
+	State        lifecycle.TrialState       `json:"state"`
+	Owner        string                     `json:"owner,omitempty"`
+	Epoch        uint64                     `json:"epoch"`
+	HeartbeatSeq uint64                     `json:"heartbeat_seq"`
+	HeartbeatAt  time.Time                  `json:"heartbeat_at,omitzero"`
+	Sealed       bool                       `json:"sealed"`
+	Outbox       *lifecycle.OutboxKey       `json:"outbox,omitempty"`
+	ReplaceOf    *lifecycle.OutboxEffectKey `json:"replacement_of,omitempty"`
 }
 
 // OutboxView is one outbox record of a StudyView: where its finalization
 // stands and which effects are still pending.
 type OutboxView struct {
-	Key         OutboxKey   `json:"key"`
-	TerminalSeq uint64      `json:"terminal_seq"`
-	Outcome     TrialState  `json:"outcome"`
-	Cause       OutboxCause `json:"cause"`
-	Intent      string      `json:"intent"`
-	Phase       OutboxPhase `json:"phase"`
-	Effects     []string    `json:"effects,omitempty"`
+	Key         lifecycle.OutboxKey   `json:"key"`
+	TerminalSeq uint64                `json:"terminal_seq"`
+	Outcome     lifecycle.TrialState  `json:"outcome"`
+	Cause       lifecycle.OutboxCause `json:"cause"`
+	Intent      string                `json:"intent"`
+	Phase       lifecycle.OutboxPhase `json:"phase"`
+	Effects     []string              `json:"effects,omitempty"`
 	// PendingEffects are the published effects not completed yet.
 	PendingEffects []string `json:"pending_effects,omitempty"`
 }
@@ -72,9 +74,9 @@ type OutboxView struct {
 // StudyView returns the operator's view of a study from this storage's
 // current view of it (loading it, and completing interrupted transitions,
 // if this is its first use).
-func (s *JournalStorage) StudyView(ctx context.Context, study StudyID) (StudyView, error) {
+func (s *Storage) StudyView(ctx context.Context, study lifecycle.StudyID) (StudyView, error) {
 	const op = "study_view"
-	if err := begin(ctx, op); err != nil {
+	if err := model.Begin(ctx, op); err != nil {
 		return StudyView{}, err
 	}
 	st, err := s.openStudy(ctx, op, study)
@@ -91,18 +93,18 @@ func (s *JournalStorage) StudyView(ctx context.Context, study StudyID) (StudyVie
 // Pending. It is what an operator or auditor uses beside (or instead of) a
 // running JournalStorage; it may run while that process writes the study,
 // and then shows a transition in flight as pending.
-func ReadStudyView(ctx context.Context, j store.Journal, study StudyID) (StudyView, error) {
+func ReadStudyView(ctx context.Context, j store.Journal, study lifecycle.StudyID) (StudyView, error) {
 	const op = "read_study_view"
-	if err := begin(ctx, op); err != nil {
+	if err := model.Begin(ctx, op); err != nil {
 		return StudyView{}, err
 	}
 	c, err := store.ParseCaseID(string(study))
 	if err != nil || c.IsZero() || c.String() != string(study) {
-		return StudyView{}, NewError(KindNotFound, op, "study %q", study)
+		return StudyView{}, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", study)
 	}
 	v, err := loadView(ctx, j, c, nil, true)
 	if err != nil {
-		if KindOf(err) != 0 {
+		if lifecycle.KindOf(err) != 0 {
 			return StudyView{}, err
 		}
 		return StudyView{}, journalError(op, err)
@@ -138,10 +140,10 @@ func (v *jview) simulateSettle() ([]string, error) {
 				return nil, err
 			}
 		}
-		out = append(out, fmt.Sprintf("study run seq %d (%s): trial %s owes its %s", a.rec.Seq, a.rec.Kind, t.id, a.mirror[len(a.mirror)-1].Kind))
+		out = append(out, fmt.Sprintf("study run seq %d (%s): trial %s owes its %s", a.rec.Seq, a.rec.Kind, t.ID, a.mirror[len(a.mirror)-1].Kind))
 	}
 	for _, t := range v.toSeal {
-		out = append(out, fmt.Sprintf("trial %s: concluded as %s, not sealed", t.id, outcomeOf(t.lease.State)))
+		out = append(out, fmt.Sprintf("trial %s: concluded as %s, not sealed", t.ID, outcomeOf(t.Lease.State)))
 	}
 	v.toSeal = nil
 	for len(v.dirty) > 0 {
@@ -156,16 +158,16 @@ func (v *jview) simulateSettle() ([]string, error) {
 
 func (v *jview) studyView(pending []string) StudyView {
 	out := StudyView{
-		Study:        v.id,
+		Study:        v.ID,
 		StudyRun:     v.run.String(),
-		Spec:         v.spec,
+		Spec:         v.Spec,
 		Trials:       []TrialView{},
-		Finalization: v.fin,
+		Finalization: v.Fin,
 		Outbox:       []OutboxView{},
 		Pending:      pending,
 	}
-	ended := map[TrialID]OutboxKey{}
-	for _, key := range v.outbox {
+	ended := map[lifecycle.TrialID]lifecycle.OutboxKey{}
+	for _, key := range v.Outbox {
 		rec := v.records[key]
 		ov := OutboxView{
 			Key: key, TerminalSeq: rec.TerminalSeq, Outcome: rec.Outcome, Cause: rec.Cause,
@@ -173,7 +175,7 @@ func (v *jview) studyView(pending []string) StudyView {
 		}
 		for _, e := range rec.Effects {
 			ov.Effects = append(ov.Effects, e.Name)
-			if completion(rec, e.Name) == nil {
+			if model.Completion(rec, e.Name) == nil {
 				ov.PendingEffects = append(ov.PendingEffects, e.Name)
 			}
 		}
@@ -182,19 +184,19 @@ func (v *jview) studyView(pending []string) StudyView {
 	}
 	for _, t := range v.order {
 		tv := TrialView{
-			Trial: t.id, Number: t.number, Managed: t.managed, State: t.lease.State, Owner: t.lease.Owner,
-			Epoch: t.lease.Epoch, HeartbeatSeq: t.lease.HeartbeatSeq, HeartbeatAt: t.lease.HeartbeatAt, Sealed: t.sealed,
+			Trial: t.ID, Number: t.Number, Managed: t.Managed, State: t.Lease.State, Owner: t.Lease.Owner,
+			Epoch: t.Lease.Epoch, HeartbeatSeq: t.Lease.HeartbeatSeq, HeartbeatAt: t.Lease.HeartbeatAt, Sealed: t.sealed,
 		}
-		if key, ok := ended[t.id]; ok {
+		if key, ok := ended[t.ID]; ok {
 			tv.Outbox = &key
 		}
-		if t.replacementOf != nil {
-			r := *t.replacementOf
+		if t.ReplacementOf != nil {
+			r := *t.ReplacementOf
 			tv.ReplaceOf = &r
 		}
 		out.Trials = append(out.Trials, tv)
 	}
-	for name := range v.states {
+	for name := range v.States {
 		out.StudyStates = append(out.StudyStates, name)
 	}
 	slices.Sort(out.StudyStates)

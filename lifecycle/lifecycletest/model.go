@@ -1,4 +1,4 @@
-package lifecycle_test
+package lifecycletest
 
 import (
 	"context"
@@ -52,22 +52,14 @@ func kindOf(t *rapid.T, err error, allowed ...lifecycle.Kind) lifecycle.Kind {
 	return k
 }
 
-// modelStorage is a backend the model checks.
-type modelStorage interface {
-	lifecycle.Storage
-	lifecycle.Inspector
-	CreateStudy(ctx context.Context, spec lifecycle.StudySpec) (lifecycle.StudyID, error)
-}
-
-func TestMemStorageMatchesModel(t *testing.T) {
-	checkModel(t, func(*rapid.T) (modelStorage, func() modelStorage) { return lifecycle.NewMemStorage(), nil })
-}
-
-// checkModel runs random operation sequences against a backend and the
-// model. open returns a fresh backend and, if the backend is durable, a
-// function that restarts it (the same data, a new process); restarting is
-// then one of the random actions.
-func checkModel(t *testing.T, open func(*rapid.T) (modelStorage, func() modelStorage)) {
+// RunModel runs random operation sequences (pgregory.net/rapid) against a
+// backend and against the simplest description of the contract, a model of
+// what each trial, outbox record and the finalization claim must look like
+// after any sequence, and fails on the first difference. open returns a
+// fresh backend and, if the backend is durable, a function that restarts
+// it (the same data, a new process); restarting is then one of the random
+// actions.
+func RunModel(t *testing.T, open func(*rapid.T) (Backend, func() Backend)) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		s, restart := open(t)

@@ -1,4 +1,4 @@
-package lifecycle_test
+package journalstore_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/lifecycle/lifecycletest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
@@ -23,22 +24,22 @@ import (
 // first checks that the view the storage kept is the view the journal
 // holds, and reports a difference to check.
 type journalBackend struct {
-	*lifecycle.JournalStorage
+	*journalstore.Storage
 	store *sqlite.Store
 	check func(error)
 }
 
 func (b journalBackend) Close() error {
 	if b.check != nil {
-		b.check(checkRebuild(context.Background(), b.JournalStorage, b.store))
+		b.check(checkRebuild(context.Background(), b.Storage, b.store))
 	}
-	return errors.Join(b.JournalStorage.Close(), b.store.Close())
+	return errors.Join(b.Storage.Close(), b.store.Close())
 }
 
 // snapshot is everything a JournalStorage shows of a journal's studies.
-func snapshot(ctx context.Context, s *lifecycle.JournalStorage) ([]byte, error) {
+func snapshot(ctx context.Context, s *journalstore.Storage) ([]byte, error) {
 	var snap struct {
-		Views  []lifecycle.StudyView
+		Views  []journalstore.StudyView
 		Study  []lifecycle.Study
 		Trials []lifecycle.Trial
 		Outbox []lifecycle.OutboxRecord
@@ -76,7 +77,7 @@ func snapshot(ctx context.Context, s *lifecycle.JournalStorage) ([]byte, error) 
 // study from the records, that nothing is pending, and that every terminal
 // managed trial is sealed. It closes s first, as a restart would: one
 // JournalStorage at a time holds the journal.
-func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Journal) error {
+func checkRebuild(ctx context.Context, s *journalstore.Storage, j store.Journal) error {
 	live, err := snapshot(ctx, s)
 	if err != nil {
 		return fmt.Errorf("snapshot of the live storage: %w", err)
@@ -90,7 +91,7 @@ func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Jour
 		if err != nil {
 			return err
 		}
-		got, err := lifecycle.ReadStudyView(ctx, j, id)
+		got, err := journalstore.ReadStudyView(ctx, j, id)
 		if err != nil {
 			return fmt.Errorf("read study view %s: %w", id, err)
 		}
@@ -111,7 +112,7 @@ func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Jour
 	if err := s.Close(); err != nil {
 		return err
 	}
-	again, err := lifecycle.NewJournalStorage(j)
+	again, err := journalstore.New(j)
 	if err != nil {
 		return err
 	}
@@ -140,8 +141,8 @@ func openJournal(tb fataler, path string) *sqlite.Store {
 	return st
 }
 
-func newJournalStorage(tb fataler, j store.Journal) *lifecycle.JournalStorage {
-	s, err := lifecycle.NewJournalStorage(j)
+func newJournalStorage(tb fataler, j store.Journal) *journalstore.Storage {
+	s, err := journalstore.New(j)
 	if err != nil {
 		tb.Fatalf("new journal storage: %v", err)
 	}
@@ -158,12 +159,12 @@ func journalFactory(dir string, check func(error)) lifecycletest.Factory {
 		if err != nil {
 			return nil, err
 		}
-		s, err := lifecycle.NewJournalStorage(st)
+		s, err := journalstore.New(st)
 		if err != nil {
 			st.Close()
 			return nil, err
 		}
-		return journalBackend{JournalStorage: s, store: st, check: check}, nil
+		return journalBackend{Storage: s, store: st, check: check}, nil
 	}
 }
 
@@ -190,19 +191,19 @@ func TestJournalStorageMatchesModel(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var n atomic.Int64
-	checkModel(t, func(rt *rapid.T) (modelStorage, func() modelStorage) {
+	lifecycletest.RunModel(t, func(rt *rapid.T) (lifecycletest.Backend, func() lifecycletest.Backend) {
 		path := filepath.Join(dir, fmt.Sprintf("model-%d.db", n.Add(1)))
 		st := openJournal(rt, path)
 		s := newJournalStorage(rt, st)
 		rt.Cleanup(func() { s.Close(); st.Close() })
-		restart := func() modelStorage {
+		restart := func() lifecycletest.Backend {
 			if err := errors.Join(s.Close(), st.Close()); err != nil {
 				rt.Fatalf("close: %v", err)
 			}
 			st = openJournal(rt, path)
 			s = newJournalStorage(rt, st)
-			return journalBackend{JournalStorage: s, store: st}
+			return journalBackend{Storage: s, store: st}
 		}
-		return journalBackend{JournalStorage: s, store: st}, restart
+		return journalBackend{Storage: s, store: st}, restart
 	})
 }
