@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 )
@@ -34,6 +36,9 @@ type Request struct {
 	Checkpoint *checkpoint.Signed // verified by the caller against the log key and witness policy
 	Recipient  string
 	By         store.Operator
+	// Key is the journal's disclosure key: it signs the package's statement
+	// and MUST NOT be the log's checkpoint key.
+	Key note.Signer
 	// Now stamps the act; time.Now when nil.
 	Now func() time.Time
 }
@@ -92,7 +97,7 @@ func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, r
 			os.Remove(staging)
 		}
 	}()
-	sum, err := WritePackage(ctx, j, f, req.Selection, req.Checkpoint)
+	sum, err := WritePackage(ctx, j, f, req.Selection, req.Checkpoint, Signing{Recipient: req.Recipient, Key: req.Key})
 	if err == nil {
 		err = f.Sync()
 	}
