@@ -194,4 +194,3 @@ func (a *app) verifyTilesCheckpoint(msg []byte, logKey string) (checkpoint.Check
 	}
 	return cp, nil
 }
-
