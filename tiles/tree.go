@@ -26,7 +26,7 @@ type Tree struct {
 	cache *Cache
 	tiles map[Ref][]log.Hash   // authenticated
 	inner map[Ref][][]log.Hash // innerLevels of authenticated hash tiles
-	edge  bool               // the right edge is authenticated
+	edge  bool                 // the right edge is authenticated
 	// Fetches counts resources read through the Fetcher (cache misses).
 	Fetches int
 }
