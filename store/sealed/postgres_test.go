@@ -2,6 +2,8 @@ package sealed_test
 
 import (
 	"context"
+	"flag"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +18,18 @@ import (
 	"github.com/runseal/runseal/store/storetest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain starts a PostgreSQL server for the tests, except when fuzzing:
+// the fuzz targets need none, and each fuzz worker re-runs TestMain.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
+	pgtest.Main(m)
+}
 
 var (
 	poolOnce sync.Once
