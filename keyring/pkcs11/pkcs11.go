@@ -367,4 +367,3 @@ func (r *Ring) Scopes(ctx context.Context) ([]keyring.Scope, error) {
 }
 
 var _ keyring.Ring = (*Ring)(nil)
-

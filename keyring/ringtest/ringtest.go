@@ -84,4 +84,3 @@ func Run(t *testing.T, r keyring.Ring) {
 		}
 	}
 }
-
