@@ -102,3 +102,30 @@ func TestFileWrap_RacingCreatorsShareOneKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFile_ErasureByAnotherProcessTakesEffect: a ring that cached a scope
+// key must not keep opening it after another handle (another process, as
+// `journal erase` is) erased the scope.
+func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ring")
+	a, _ := keyring.OpenFile(dir)
+	b, _ := keyring.OpenFile(dir)
+	const s = "default/case/01M8SNY25MTQ9VP1YG42CGNP5K"
+	_, w, err := a.Wrap(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Unwrap(ctx, s, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Erase(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Unwrap(ctx, s, w); !errors.Is(err, keyring.ErrErased) {
+		t.Fatalf("the caching handle still unwraps after another erased the scope: %v", err)
+	}
+	if _, _, err := a.Wrap(ctx, s); !errors.Is(err, keyring.ErrErased) {
+		t.Fatalf("the caching handle still wraps under an erased scope: %v", err)
+	}
+}
