@@ -91,7 +91,7 @@ func BenchmarkEraseScope100k(b *testing.B) {
 			run := store.NewRunID()
 			batch := make([]store.Append, 1000)
 			for k := range batch {
-				batch[k] = store.Append{Run: run, Case: c, Kind: "StepDone", Fields: []byte(`{"v":` + fmt.Sprint(k) + `}`)}
+				batch[k] = store.Append{Run: run, Case: c, Kind: "StepDone", Fields: []byte(`{"n":` + fmt.Sprint(k) + `}`)}
 			}
 			if _, err := j.Append(ctx, 1, batch); err != nil {
 				b.Fatal(err)

@@ -3,6 +3,7 @@ package sealed
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/runseal/runseal/internal/canon"
@@ -86,9 +87,13 @@ func (j *Journal) recordErasure(ctx context.Context, e Erasure) (store.RunID, st
 	if err != nil {
 		return run, store.Digest{}, err
 	}
+	// A case's erasure is stamped with the case, so that the case's history
+	// and every disclosure package of it carry the act. Its fields are all
+	// clear, so it needs no key (the case's is gone).
+	c := caseOfScope(e.Scope)
 	if _, err := j.Append(ctx, l.Epoch, []store.Append{
-		{Run: run, Kind: KindScopeErased, Fields: obj.Marshal()},
-		{Run: run, Kind: store.KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)},
+		{Run: run, Case: c, Kind: KindScopeErased, Fields: obj.Marshal()},
+		{Run: run, Case: c, Kind: store.KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)},
 	}); err != nil {
 		return run, store.Digest{}, err
 	}
@@ -99,4 +104,18 @@ func (j *Journal) recordErasure(ctx context.Context, e Erasure) (store.RunID, st
 	// A sealed run refuses every append anyway; a failed release is harmless.
 	_ = j.ReleaseLease(ctx, run, l.Epoch)
 	return run, leaf, nil
+}
+
+// caseOfScope returns the case a "<tenant>/case/<ULID>" scope names, or the
+// zero case.
+func caseOfScope(scope string) store.CaseID {
+	parts := strings.Split(scope, "/")
+	if len(parts) != 3 || parts[1] != "case" {
+		return store.CaseID{}
+	}
+	c, err := store.ParseCaseID(parts[2])
+	if err != nil {
+		return store.CaseID{}
+	}
+	return c
 }

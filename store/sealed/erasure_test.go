@@ -267,6 +267,27 @@ func TestEraseCase_ProofsSurvivePayloadsDoNot(t *testing.T) {
 	if err != nil || len(er) != 2 || er[0].Kind != sealed.KindScopeErased || !bytes.Contains(er[0].Raw, []byte("GDPR art. 17")) {
 		t.Fatalf("erasure record = %v, %v", er, err)
 	}
+	hist, err := j.CaseHistory(ctx, gone, 100)
+	if err != nil || hist[len(hist)-2].Kind != sealed.KindScopeErased {
+		t.Errorf("the erased case's history does not end with the act of erasure: %v", err)
+	}
+	// 6. With no key, the stored records say which fields are erased.
+	var stored []store.Record
+	for _, run := range append(all, res.Run) {
+		recs, _ := s.Read(ctx, run, 1)
+		stored = append(stored, recs...)
+	}
+	in, err := sealed.Inspect(j.Tenant(), stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Erasures) != 1 || in.Erasures[0].Reason != "GDPR art. 17 request #4711" || in.Erasures[0].Actor.Actor != "dpo@example.com" {
+		t.Errorf("recorded erasures = %+v", in.Erasures)
+	}
+	// Per gone run: admission's applicant, the effect's email, the summary.
+	if e := in.Erased(); len(e) != 6 || len(in.Sealed) != 9 {
+		t.Errorf("erased fields %v of sealed %v; want 6 of 9", e, in.Sealed)
+	}
 	again, err := j.Erase(ctx, sealed.Erasure{Scope: sealed.CaseScope(j.Tenant(), gone), Actor: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated}, Reason: "again"})
 	if err != nil || !again.Already {
 		t.Errorf("second erasure = %+v, %v; want Already", again, err)
