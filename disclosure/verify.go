@@ -60,6 +60,12 @@ const (
 	CheckStatement        = "statement"         // the discloser's signed statement covers what was read
 )
 
+// Checks are the names a Finding's Check can hold, in the order
+// spec/disclosure.md section 4.1 lists them.
+var Checks = []string{CheckHeader, CheckCheckpoint, CheckFraming, CheckRecordBody, CheckRunLabel, CheckChain, CheckRecordHash,
+	CheckEmptyRun, CheckDuplicateRun, CheckOrder, CheckDuplicateIndex, CheckSeal, CheckSealedConclusion, CheckInclusion, CheckLeafStripped,
+	CheckSelection, CheckCaseCount, CheckTrailer, CheckStatement, CheckAfterTrailer}
+
 // Options configures Verify.
 type Options struct {
 	// Logs are the log's verifier keys. The checkpoint must carry a valid
@@ -341,7 +347,9 @@ func (v *verifier) header(line []byte) bool {
 	case kind == KindExport:
 		v.unverifiable("this is a whole export (kind " + KindExport + "), not a disclosure package: an export carries no signed checkpoint; restore it with journal restore")
 		return false
-	case kind == KindPackageRun || kind == KindPackageCase || kind == KindPackageEnd:
+	case kind == KindPackageRun || kind == KindPackageCase || kind == KindPackageEnd || kind == KindExportRun || kind == KindExportEnd:
+		// A known line kind out of place: the file lost its first line, or
+		// was spliced; either way it is damaged, not of an unknown kind.
 		v.stop(CheckHeader, "the file does not start with its header (the first line is a %s line)", kind)
 		return false
 	case kind != KindPackage:
@@ -614,6 +622,11 @@ func (v *verifier) finishRun() {
 	v.blocks.head(v.prev)
 	if v.blk.Sealed {
 		v.rep.Counts.Sealed++
+		w, bit := v.blk.Index/64, uint64(1)<<(v.blk.Index%64)
+		if v.indexes[w]&bit != 0 {
+			v.find(CheckDuplicateIndex, &run, 0, "log index %d is claimed by another run too", v.blk.Index)
+		}
+		v.indexes[w] |= bit
 		if v.blk.Records > 0 && v.prev != v.blk.Seal {
 			v.find(CheckSeal, &run, last, "the seal %s is not the terminal hash %s of the records carried", v.blk.Seal, v.prev)
 		}
@@ -625,11 +638,6 @@ func (v *verifier) finishRun() {
 		if err := log.VerifyInclusion(log.Hash(v.prev), v.blk.Index, v.size, v.blk.Proof, v.root); err != nil {
 			v.find(CheckInclusion, &run, 0, "the records' terminal hash is not leaf %d of the checkpoint's tree: %v", v.blk.Index, err)
 		}
-		w, bit := v.blk.Index/64, uint64(1)<<(v.blk.Index%64)
-		if v.indexes[w]&bit != 0 {
-			v.find(CheckDuplicateIndex, &run, 0, "log index %d is claimed by another run too", v.blk.Index)
-		}
-		v.indexes[w] |= bit
 	} else {
 		v.rep.Counts.Unsealed++
 		if sealing {

@@ -153,9 +153,9 @@ func ReadFacts(b Body) (Facts, error) {
 			return f, err
 		}
 		if until != "" {
-			t, err := time.Parse(time.RFC3339Nano, until)
+			t, err := ParseTimestamp(until)
 			if err != nil {
-				return f, &InvalidArgumentError{Field: "fields.until", Detail: fmt.Sprintf("%q is not an RFC 3339 time", until)}
+				return f, &InvalidArgumentError{Field: "fields.until", Detail: err.Error()}
 			}
 			s.Until = t.UTC()
 		}
