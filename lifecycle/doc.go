@@ -63,7 +63,9 @@
 // exported, disclosed and verified like any other runs. A per-study "study
 // run" holds the records that commit every transition touching two runs;
 // the trial run mirrors each, and a view rebuilt after a crash completes
-// what a commit began. [ReadStudyView] shows a study from a journal without
-// writing. spec/lifecycle.md section 14 describes the records and the
+// what a commit began. One JournalStorage at a time serves a journal
+// tenant: it holds an OS lock beside the journal's file until Close, and a
+// second is refused with [ErrLocked]. [ReadStudyView] shows a study from a
+// journal without writing. spec/lifecycle.md section 14 describes the records and the
 // protocol.
 package lifecycle

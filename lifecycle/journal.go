@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
@@ -38,12 +40,19 @@ import (
 // appended. Any failure after a write began discards the view, which is
 // rebuilt from the journal before the study's next operation.
 //
-// That serialization is in this process only. JournalStorage must be the
-// only writer of its journal's lifecycle records: New refuses a shared
-// store, and two JournalStorage values must not serve one journal. Memory
-// grows with the studies used: each study's view stays loaded.
+// That serialization is in this process only, so JournalStorage must be the
+// only writer of its journal tenant's lifecycle records, and it enforces
+// it: NewJournalStorage refuses a shared store, and holds an exclusive OS
+// lock beside the journal's file until Close, so a second JournalStorage
+// on the same file and tenant, in this process or another, is refused
+// with [ErrLocked]. Memory grows with the studies used: each study's view
+// stays loaded.
 type JournalStorage struct {
 	j store.Journal
+
+	lock   io.Closer    // the one-writer lock; nil for an in-memory journal
+	closed atomic.Bool  // set by Close; operations then fail
+	life   sync.RWMutex // writers outside a study's lock hold it shared; Close exclusive
 
 	mu         sync.Mutex
 	studies    map[StudyID]*jstudy
@@ -63,10 +72,15 @@ var _ interface {
 	Inspector
 } = (*JournalStorage)(nil)
 
-// NewJournalStorage returns a JournalStorage writing to j. It refuses a
-// store that several processes write (j.IsShared()) with KindUnsupported:
-// the study's serialization lives in this process, and cross-process safety
-// is not proven (spec/lifecycle.md section 14).
+// NewJournalStorage returns a JournalStorage writing to j, which holds the
+// journal tenant's one-writer lock until Close. It refuses a store that
+// several processes write (j.IsShared()) with KindUnsupported: the study's
+// serialization lives in this process, and cross-process safety is not
+// proven (spec/lifecycle.md section 14). It refuses a journal whose lock
+// another JournalStorage holds with a KindConflict error that is also
+// [ErrLocked] and carries a [*LockedError], and a journal that is not a
+// local file (nor wraps one, through an Unwrap() store.Journal method) with
+// KindUnsupported, since it could not enforce the rule.
 func NewJournalStorage(j store.Journal) (*JournalStorage, error) {
 	const op = "new_journal_storage"
 	if j == nil {
@@ -75,8 +89,37 @@ func NewJournalStorage(j store.Journal) (*JournalStorage, error) {
 	if j.IsShared() {
 		return nil, NewError(KindUnsupported, op, "the journal is shared by several processes; JournalStorage serializes a study in one process and cannot prove cross-process safety")
 	}
-	return &JournalStorage{j: j, studies: map[StudyID]*jstudy{}, trialStudy: map[TrialID]StudyID{}}, nil
+	lock, err := takeWriterLock(context.Background(), op, j)
+	if err != nil {
+		return nil, err
+	}
+	return &JournalStorage{j: j, lock: lock, studies: map[StudyID]*jstudy{}, trialStudy: map[TrialID]StudyID{}}, nil
 }
+
+// Close waits for the operations in progress, releases the one-writer
+// lock and makes every later operation fail (KindStorage). It does not
+// close the journal, which the caller opened.
+func (s *JournalStorage) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.mu.Lock()
+	studies := slices.Collect(maps.Values(s.studies))
+	s.mu.Unlock()
+	for _, st := range studies {
+		st.mu.Lock()
+		st.v = nil
+		st.mu.Unlock()
+	}
+	if s.lock == nil {
+		return nil
+	}
+	return s.lock.Close()
+}
+
+var errClosed = errors.New("the JournalStorage is closed")
 
 // maxEpoch is the widest epoch, used to size a record before the
 // epoch it is written under is known.
@@ -129,6 +172,10 @@ func (s *JournalStorage) openStudy(ctx context.Context, op string, id StudyID) (
 	}
 	s.mu.Unlock()
 	st.mu.Lock()
+	if s.closed.Load() {
+		st.mu.Unlock()
+		return nil, StorageError(op, errClosed)
+	}
 	if st.v == nil {
 		v, err := s.rebuild(ctx, op, c)
 		if err != nil {
@@ -596,6 +643,11 @@ func (s *JournalStorage) CreateStudy(ctx context.Context, spec StudySpec) (Study
 	}
 	if err := spec.Validate(); err != nil {
 		return "", withOp(op, err)
+	}
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed.Load() {
+		return "", StorageError(op, errClosed)
 	}
 	c := store.NewCaseID()
 	id := StudyID(c.String())

@@ -31,6 +31,9 @@ type faultJournal struct {
 	writes []string // the writes counted since arm, for the test's log
 }
 
+// Unwrap returns the journal f wraps, where JournalStorage takes its lock.
+func (f *faultJournal) Unwrap() store.Journal { return f.Journal }
+
 func (f *faultJournal) arm(at int, landed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -654,6 +657,7 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 								t.Fatalf("the operation succeeded without its commit point")
 							}
 							if restart {
+								e.must(e.s.Close(), "the first process ends")
 								e.s = newJournalStorage(t, e.j)
 							}
 							sc.check(e, happened)

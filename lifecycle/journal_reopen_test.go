@@ -124,6 +124,7 @@ func TestJournalStorageReopen(t *testing.T) {
 	before, err := snapshot(ctx, e.s)
 	e.must(err, "snapshot")
 	// The process ends here: the store closes under the study.
+	e.must(e.s.Close(), "close the storage")
 	e.must(st.Close(), "close")
 
 	st = openJournal(t, path)
@@ -162,9 +163,9 @@ func TestJournalStorageReopen(t *testing.T) {
 	e.must(e.s.Terminal(ctx, lifecycle.TerminalRequest{Owner: e.claim(repl.Trial, "worker-f"), State: lifecycle.TrialComplete, Values: []float64{3, 4}}), "finish the replacement")
 	e.must(e.s.ReleaseFinalization(ctx, fin), "release finalization")
 
-	verifyStudy(t, ctx, e.s, st, e.study)
 	v, err := e.s.StudyView(ctx, e.study)
 	e.must(err, "study view")
+	verifyStudy(t, ctx, e.s, st, e.study)
 	for _, tv := range v.Trials {
 		if tv.Managed && (!tv.State.Terminal() || !tv.Sealed) || !tv.Managed && tv.Sealed {
 			t.Errorf("at the end every managed trial is terminal and sealed: %+v", tv)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -31,7 +32,7 @@ func (b journalBackend) Close() error {
 	if b.check != nil {
 		b.check(checkRebuild(context.Background(), b.JournalStorage, b.store))
 	}
-	return b.store.Close()
+	return errors.Join(b.JournalStorage.Close(), b.store.Close())
 }
 
 // snapshot is everything a JournalStorage shows of a journal's studies.
@@ -73,7 +74,8 @@ func snapshot(ctx context.Context, s *lifecycle.JournalStorage) ([]byte, error) 
 // checkRebuild checks that what s shows equals what the journal shows to a
 // reader (ReadStudyView) and to a new JournalStorage that rebuilds every
 // study from the records, that nothing is pending, and that every terminal
-// managed trial is sealed.
+// managed trial is sealed. It closes s first, as a restart would: one
+// JournalStorage at a time holds the journal.
 func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Journal) error {
 	live, err := snapshot(ctx, s)
 	if err != nil {
@@ -106,10 +108,14 @@ func checkRebuild(ctx context.Context, s *lifecycle.JournalStorage, j store.Jour
 			}
 		}
 	}
+	if err := s.Close(); err != nil {
+		return err
+	}
 	again, err := lifecycle.NewJournalStorage(j)
 	if err != nil {
 		return err
 	}
+	defer again.Close()
 	rebuilt, err := snapshot(ctx, again)
 	if err != nil {
 		return fmt.Errorf("snapshot of a rebuilt storage: %w", err)
@@ -187,14 +193,16 @@ func TestJournalStorageMatchesModel(t *testing.T) {
 	checkModel(t, func(rt *rapid.T) (modelStorage, func() modelStorage) {
 		path := filepath.Join(dir, fmt.Sprintf("model-%d.db", n.Add(1)))
 		st := openJournal(rt, path)
-		rt.Cleanup(func() { st.Close() })
+		s := newJournalStorage(rt, st)
+		rt.Cleanup(func() { s.Close(); st.Close() })
 		restart := func() modelStorage {
-			if err := st.Close(); err != nil {
+			if err := errors.Join(s.Close(), st.Close()); err != nil {
 				rt.Fatalf("close: %v", err)
 			}
 			st = openJournal(rt, path)
-			return journalBackend{JournalStorage: newJournalStorage(rt, st), store: st}
+			s = newJournalStorage(rt, st)
+			return journalBackend{JournalStorage: s, store: st}
 		}
-		return journalBackend{JournalStorage: newJournalStorage(rt, st), store: st}, restart
+		return journalBackend{JournalStorage: s, store: st}, restart
 	})
 }

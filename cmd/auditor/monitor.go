@@ -5,19 +5,17 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/log"
@@ -78,9 +76,9 @@ func (a *app) monitorCmd() *cobra.Command {
 			if stateDir == "" {
 				return usageErrorf("--state DIR is required")
 			}
-			base, err := url.Parse(args[0])
-			if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-				return usageErrorf("URL %q is not an http or https URL", args[0])
+			c, err := api.NewClient(args[0], api.ClientOptions{HTTPClient: &http.Client{Timeout: timeout}, UserAgent: "runseal-auditor"})
+			if err != nil {
+				return usageErrorf("URL: %v", err)
 			}
 			if interval < time.Second {
 				return usageErrorf("--interval %s: at least 1s", interval)
@@ -97,7 +95,7 @@ func (a *app) monitorCmd() *cobra.Command {
 				return unverifiablef("state dir %s: %v", stateDir, err)
 			}
 			defer unlock()
-			m := &monitor{base: base, client: &http.Client{Timeout: timeout}, tr: tr, dir: stateDir, log: a.log, now: time.Now, metrics: newMetrics()}
+			m := &monitor{c: c, tr: tr, dir: stateDir, log: a.log, now: time.Now, metrics: newMetrics()}
 			ctx := cmd.Context()
 			if once {
 				res := m.check(ctx)
@@ -129,8 +127,7 @@ func (a *app) monitorCmd() *cobra.Command {
 
 // monitor follows one log.
 type monitor struct {
-	base    *url.URL
-	client  *http.Client
+	c       *api.Client
 	tr      *trust
 	dir     string
 	log     *slog.Logger
@@ -176,7 +173,7 @@ func (m *monitor) loop(ctx context.Context, interval time.Duration, metricsAddr 
 // report logs a result and counts it.
 func (m *monitor) report(res checkResult) {
 	m.metrics.observe(res, m.now())
-	attrs := []any{"result", res.Result, "size", res.Size, "url", m.base.String()}
+	attrs := []any{"result", res.Result, "size", res.Size, "url", m.c.Base()}
 	if res.Evidence != "" {
 		attrs = append(attrs, "evidence", res.Evidence)
 	}
@@ -205,7 +202,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 	if old != nil {
 		oldSize = old.check.Checkpoint.Size
 	}
-	note, err := m.get(ctx, "v1/checkpoint/witnessed", nil, 1<<20)
+	note, err := m.c.Witnessed(ctx)
 	if err != nil {
 		return result("unverifiable", exitUnverifiable, oldSize, "fetching the checkpoint: %v", err)
 	}
@@ -269,54 +266,18 @@ func joinReasons(rs []string) string {
 	return s
 }
 
-// get fetches URL/path, with the base URL's query and q, and returns a body
-// of at most limit bytes.
-func (m *monitor) get(ctx context.Context, path string, q url.Values, limit int64) ([]byte, error) {
-	u := m.base.JoinPath(path)
-	all := m.base.Query()
-	for k, v := range q {
-		all[k] = v
-	}
-	u.RawQuery = all.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("User-Agent", "runseal-auditor")
-	resp, err := m.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s: %.200q", u, resp.Status, body)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%s: response longer than %d bytes", u, limit)
-	}
-	return body, nil
-}
-
 // consistency fetches the proof from oldSize to newSize. A malformed
 // answer, or one for other sizes, is an error: no verdict, not a fork.
 func (m *monitor) consistency(ctx context.Context, oldSize, newSize uint64) ([]log.Hash, error) {
-	q := url.Values{"old": {strconv.FormatUint(oldSize, 10)}, "new": {strconv.FormatUint(newSize, 10)}}
-	body, err := m.get(ctx, "v1/proof/consistency", q, 64<<10)
+	ds, err := m.c.Consistency(ctx, oldSize, newSize)
 	if err != nil {
 		return nil, err
 	}
-	p, proof, err := parseJSONProof(body)
-	if err != nil {
-		return nil, fmt.Errorf("malformed proof: %w", err)
+	hs := make([]log.Hash, len(ds))
+	for i, d := range ds {
+		hs[i] = log.Hash(d)
 	}
-	if p.OldSize == nil || p.NewSize == nil || *p.OldSize != oldSize || *p.NewSize != newSize {
-		return nil, fmt.Errorf("the proof answered is not for sizes %d to %d", oldSize, newSize)
-	}
-	return proof, nil
+	return hs, nil
 }
 
 // state is the last verified checkpoint.
@@ -389,7 +350,7 @@ func indexBlank(n []byte) int {
 
 func (m *monitor) fork(saved, served []byte, proof []log.Hash, reason string) checkResult {
 	now := m.now().UTC()
-	ev := forkEvidence{Kind: "runseal.fork-evidence", Version: 1, DetectedAt: now.Format(time.RFC3339Nano), URL: m.base.String(),
+	ev := forkEvidence{Kind: "runseal.fork-evidence", Version: 1, DetectedAt: now.Format(time.RFC3339Nano), URL: m.c.Base(),
 		Reason: reason, Saved: infoOf(saved), Served: infoOf(served), LogKeys: m.tr.logKeys, PolicyText: m.tr.policyText}
 	if proof != nil {
 		ev.Proof = []string{}
@@ -401,7 +362,7 @@ func (m *monitor) fork(saved, served []byte, proof []log.Hash, reason string) ch
 	res := result("fork", exitFork, ev.Saved.Size, "FORK: %s", reason)
 	b, err := jsonIndent(ev)
 	if err == nil {
-		err = writeAtomic(m.dir, name, b, 0o644)
+		err = writeAtomic(m.dir, name, b, 0o600)
 	}
 	if err != nil {
 		res.Message += fmt.Sprintf(" (writing the evidence failed: %v)", err)

@@ -8,15 +8,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -286,8 +285,11 @@ func TestMonitorLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.MkdirAll(state, 0o700)
-	u, _ := url.Parse(srv)
-	m := &monitor{base: u, client: http.DefaultClient, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
+	c, err := api.NewClient(srv, api.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &monitor{c: c, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -153,7 +153,7 @@ could not be established with the keys given, or a file could not be read;
 			var perr error
 			var sizes *jsonProof
 			if isJSON(proofText) {
-				sizes, proof, perr = parseJSONProof(proofText)
+				sizes, proof, perr = parseJSONProof(proofText, false)
 			} else {
 				proof, perr = disclosure.ParseProofLines(proofText)
 			}
@@ -161,7 +161,7 @@ could not be established with the keys given, or a file could not be read;
 			case perr != nil:
 				o.Findings = append(o.Findings, "the proof file is malformed: "+perr.Error())
 			case !oldNC.Parsed || !newNC.Parsed:
-			case sizes != nil && (sizes.OldSize == nil || sizes.NewSize == nil || *sizes.OldSize != oldNC.Checkpoint.Size || *sizes.NewSize != newNC.Checkpoint.Size):
+			case sizes != nil && (!sizes.has["old_size"] || !sizes.has["new_size"] || sizes.consistency.OldSize != oldNC.Checkpoint.Size || sizes.consistency.NewSize != newNC.Checkpoint.Size):
 				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the proof file is not for sizes %d to %d: give the proof between these two checkpoints", oldNC.Checkpoint.Size, newNC.Checkpoint.Size))
 			case oldNC.Checkpoint.Origin != newNC.Checkpoint.Origin:
 				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the checkpoints are of two logs (%q and %q): there is nothing to compare", oldNC.Checkpoint.Origin, newNC.Checkpoint.Origin))
@@ -238,8 +238,8 @@ not be read; 2 usage error.`,
 			var size *uint64
 			var extra bool
 			if isJSON(b) {
-				jp, hs, err := parseJSONProof(b)
-				if err == nil && jp.Index == nil {
+				jp, hs, err := parseJSONProof(b, true)
+				if err == nil && !jp.has["index"] {
 					err = fmt.Errorf("the JSON has no \"index\"")
 				}
 				if err != nil {
@@ -247,9 +247,12 @@ not be read; 2 usage error.`,
 					o.finish()
 					return a.printProof("inclusion", o, nil, asJSON)
 				}
-				index, proof, size = *jp.Index, hs, jp.Size
-				if jp.Checkpoint != nil {
-					n = []byte(jp.Checkpoint.Note)
+				index, proof = jp.inclusion.Index, hs
+				if jp.has["size"] {
+					size = &jp.inclusion.Size
+				}
+				if jp.checkpoint != nil {
+					n = []byte(jp.checkpoint.Note)
 				}
 			} else {
 				p, err := disclosure.ParseTLogProof(b)

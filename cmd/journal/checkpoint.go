@@ -14,28 +14,17 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/store"
 )
 
 // envKey names the environment variable that overrides the key path.
 const envKey = "RUNSEAL_KEY"
 
-// keyPath resolves the log's private note key: --key, then $RUNSEAL_KEY,
-// then the journal path with ".key" appended, so a journal and its key are
-// found together and a second journal never picks up the first one's key.
-func (a *app) keyPath() string {
-	if a.key != "" {
-		return a.key
-	}
-	if p := os.Getenv(envKey); p != "" {
-		return p
-	}
-	if isDSN(a.storeArg) {
-		return "" // a database has no path to put a key beside: --key is required
-	}
-	return a.dbPath() + ".key"
-}
+// keyPath is the log's private note key file (see location).
+func (a *app) keyPath() string { return a.location().key }
 
 // createKey writes a fresh Ed25519 note key for logOrigin to path, mode
 // 0600, refusing to overwrite: a log's key is its identity to witnesses.
@@ -154,7 +143,7 @@ the kept note, so one size is never published two ways.`,
 				if err != nil {
 					return err
 				}
-				sc, err := signAndKeep(ctx, s, signer)
+				sc, err := checkpointer.SignAndKeep(ctx, s, signer)
 				if err != nil {
 					return err
 				}
@@ -169,26 +158,6 @@ the kept note, so one size is never published two ways.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {origin, size, root, note, signed_at} as JSON")
 	return cmd
-}
-
-// signAndKeep signs the store's current checkpoint and keeps it, returning
-// what the store kept (the first note of that size).
-func signAndKeep(ctx context.Context, s journalStore, signer note.Signer) (store.SignedCheckpoint, error) {
-	cur, err := s.Checkpoint(ctx)
-	if err != nil {
-		return store.SignedCheckpoint{}, err
-	}
-	if kept, err := s.SignedCheckpointAt(ctx, cur.Size); err != nil || kept != nil {
-		if kept != nil {
-			return *kept, nil
-		}
-		return store.SignedCheckpoint{}, err
-	}
-	n, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: cur.Origin, Size: cur.Size, Root: cur.Root}, signer)
-	if err != nil {
-		return store.SignedCheckpoint{}, fmt.Errorf("sign checkpoint: %w", err)
-	}
-	return s.SaveCheckpoint(ctx, store.SignedCheckpoint{Size: cur.Size, Root: cur.Root, Note: n})
 }
 
 // checkpointFor returns the checkpoint a proof at size is against: the
@@ -215,15 +184,8 @@ func b64s(ds []store.Digest) []string {
 	return out
 }
 
-type proofCheckpoint struct {
-	Origin string `json:"origin"`
-	Size   uint64 `json:"size"`
-	Root   string `json:"root"`
-	Note   string `json:"note,omitempty"` // the signed note, when that size was signed
-}
-
 func (a *app) printProof(asJSON bool, v map[string]any, cp store.Checkpoint, signed string, proof []store.Digest, lines ...string) error {
-	pc := proofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
+	pc := api.ProofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
 	if asJSON {
 		v["checkpoint"] = pc
 		v["proof"] = b64s(proof)

@@ -50,14 +50,25 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is the SQLite journal. It is safe for concurrent use.
+// Store is the SQLite journal, as one tenant sees it. It is safe for
+// concurrent use. ForTenant gives other tenants' views of the same open
+// file, which share its connections and its one writer.
 type Store struct {
+	*file
+	tenant  string
+	release sync.Once // this handle's reference to file, dropped by Close
+}
+
+// file is one open journal file: the writer, the readers and the group
+// commit, shared by every tenant's Store over it. One writer per file is
+// what SQLite wants: two would contend for its write lock.
+type file struct {
 	wdb    *sql.DB // exactly one connection: the writer
 	rdb    *sql.DB // read-only pool
-	tenant string
 	origin string
 	now    func() time.Time
 	log    *slog.Logger
+	refs   atomic.Int64 // open Store handles over this file
 
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
@@ -111,11 +122,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
-	s := &Store{
-		wdb: wdb, rdb: rdb, tenant: tenant, origin: origin,
+	s := &Store{tenant: tenant, file: &file{
+		wdb: wdb, rdb: rdb, origin: origin,
 		now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup,
 		ops: make(chan *op), closed: make(chan struct{}), done: make(chan struct{}),
-	}
+	}}
+	s.refs.Store(1)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -138,11 +150,39 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // package.
 func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
-// Close stops the writer after the writes already queued and closes the file.
+// Close releases this handle. The last handle of a file to close stops
+// the writer after the writes already queued and closes the file.
 func (s *Store) Close() error {
+	last := false
+	s.release.Do(func() { last = s.refs.Add(-1) == 0 })
+	if !last {
+		return nil
+	}
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.done
 	return errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
+}
+
+// ForTenant returns tenant's view of the same open file: its own rows, the
+// shared connections and writer, so that the writes of every tenant of a
+// file are grouped into one transaction and one fsync. Each view is closed
+// on its own; the file closes with the last of them.
+func (s *Store) ForTenant(tenant string) (*Store, error) {
+	if tenant == "" {
+		tenant = store.DefaultTenant
+	}
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, err
+	}
+	for {
+		n := s.refs.Load()
+		if n == 0 {
+			return nil, store.ErrClosed
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return &Store{file: s.file, tenant: tenant}, nil
+		}
+	}
 }
 
 // Tenant implements store.Journal.

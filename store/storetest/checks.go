@@ -77,6 +77,7 @@ var checks = []check{
 	{"lease/fenced-caller-cannot-release-new-owner", checkFencedRelease},
 	{"lease/ttl-whole-seconds", checkTTL},
 	{"lease/racing-acquires-one-owner", checkAcquireRace},
+	{"lease/first-lease-fences-earlier-writers", checkFirstLeaseFences},
 	// recovery
 	{"recovery/abandoned-names-the-dead-not-the-finished", checkAbandoned},
 	{"recovery/abandoned-oldest-first", checkAbandonedOrder},
@@ -103,6 +104,23 @@ var checks = []check{
 	// publication and tokens (optional interfaces)
 	{"publish/outbox-and-cosignatures", checkPublications},
 	{"auth/tokens-kept-hashed", checkTokens},
+	// integrity: what Verify and VerifyLog catch when the database is
+	// edited behind the store's back
+	{"integrity/sound-store-verifies", checkSoundStoreVerifies},
+	{"integrity/zeroed-log-node", checkZeroedLogNode},
+	{"integrity/zeroed-leaf-hash", checkZeroedLeafHash},
+	{"integrity/deleted-log-node", checkDeletedLogNode},
+	{"integrity/extra-log-node", checkExtraLogNode},
+	{"integrity/changed-sealed-outcome", checkChangedSealedOutcome},
+	{"integrity/changed-outcome-index", checkChangedOutcomeIndex},
+	{"integrity/deleted-seal", checkDeletedSeal},
+	{"integrity/seal-without-log-index", checkSealWithoutIndex},
+	{"integrity/swapped-log-indexes", checkSwappedIndexes},
+	{"integrity/changed-leaf", checkChangedLeaf},
+	{"integrity/shrunk-log-size", checkShrunkLogSize},
+	{"integrity/forged-signed-checkpoint", checkForgedSignedCheckpoint},
+	{"integrity/edited-checkpoint-note", checkEditedCheckpointNote},
+	{"integrity/unreadable-outcome-row-refused", checkUnreadableOutcomeRow},
 }
 
 func checkGenesisHead(t *T) {
@@ -278,6 +296,30 @@ func checkNoLeaseAnyEpoch(t *T) {
 	recs, _ := j.Read(t.ctx, run, 1)
 	if len(recs) != 2 || recs[0].Epoch != 7 || recs[1].Epoch != 3 {
 		t.Fatalf("records = %+v, want epochs 7 then 3", recs)
+	}
+}
+
+// checkFirstLeaseFences: appends to an unleased run pass at any epoch, so
+// the first Acquire must grant an epoch above every one in the chain, or a
+// writer still appending at an old epoch passes the new owner's fence and
+// the chain shows epochs going backwards.
+func checkFirstLeaseFences(t *T) {
+	j, _ := t.Open()
+	run := store.NewRunID()
+	t.append(j, 9, note(run, "unleased writer"))
+	t.append(j, 2, note(run, "another unleased writer"))
+	l := t.acquire(j, run, "owner", 30*time.Second)
+	if l.Epoch <= 9 {
+		t.Fatalf("first Acquire after appends at epoch 9 granted epoch %d, want above 9", l.Epoch)
+	}
+	for _, e := range []store.Epoch{1, 2, 9} {
+		_, err := j.Append(t.ctx, e, []store.Append{note(run, "late")})
+		expect[*store.FencedError](t, err, fmt.Sprintf("append at epoch %d after the first lease (epoch %d)", e, l.Epoch))
+	}
+	t.append(j, l.Epoch, note(run, "owner writes"))
+	fresh := store.NewRunID()
+	if l := t.acquire(j, fresh, "owner", 30*time.Second); l.Epoch != 1 {
+		t.Errorf("first Acquire of a run with no records granted epoch %d, want 1", l.Epoch)
 	}
 }
 
