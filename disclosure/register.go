@@ -112,6 +112,7 @@ func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, r
 		ID: id, At: at, By: req.By, Recipient: req.Recipient,
 		Runs: sel.Runs, Cases: sel.Cases, Checkpoint: sum.Checkpoint,
 		Package: sum.SHA256, Bytes: sum.Bytes, Carried: sum.Runs, Sealed: sum.Sealed, Records: sum.Records,
+		SignedBy: sum.StatementKey,
 	}
 	if act.Runs == nil {
 		act.Runs = []store.RunID{}
