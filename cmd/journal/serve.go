@@ -161,7 +161,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: tilesRoutes(a.log)}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/runseal/runseal/store"
 )
 
 // migration is one schema step. Steps are applied in order, each once, in
@@ -247,7 +249,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema, wantOrigin string)
 		if origin == "" {
 			origin = "runseal/" + strings.ToLower(ulid.Make().String())
 		}
-		if err := ValidateOrigin(origin); err != nil {
+		if err := store.ValidateOrigin(origin); err != nil {
 			return "", err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.meta(key, value) VALUES('origin', $1)`, origin); err != nil {

@@ -32,8 +32,9 @@ import (
 // SchemaVersion is the schema this code writes; a newer file is refused.
 // Version 2 added the witness outbox, tokens and the disclosure register.
 // Every statement of the schema is idempotent, so opening a version 1 file
-// creates whatever tables it lacks.
-const SchemaVersion = 2
+// creates whatever tables it lacks. Version 3 added the disclosure
+// register's signed_by column (the key that signed each package).
+const SchemaVersion = 3
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -96,7 +97,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if tenant == "" {
 		tenant = store.DefaultTenant
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
@@ -146,10 +147,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	go s.writer()
 	return s, nil
 }
-
-// ValidateTenant is store.ValidateTenant, kept here for callers of this
-// package.
-func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
 // Close releases this handle. The last handle of a file to close stops
 // the writer after the writes already queued and closes the file.
@@ -278,6 +275,7 @@ CREATE TABLE IF NOT EXISTS disclosures(
 	origin TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL,
 	package BLOB NOT NULL, bytes INTEGER NOT NULL,
 	runs_carried INTEGER NOT NULL, sealed INTEGER NOT NULL, records INTEGER NOT NULL,
+	signed_by TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY(tenant, id)) STRICT, WITHOUT ROWID;
 `
 
@@ -304,6 +302,17 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
+	// A version 2 file's register lacks the column CREATE TABLE IF NOT
+	// EXISTS would not add.
+	var hasSignedBy int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('disclosures') WHERE name='signed_by'`).Scan(&hasSignedBy); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	if hasSignedBy == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE disclosures ADD COLUMN signed_by TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("migrate schema to version 3: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("record schema version: %w", err)
 	}
@@ -325,7 +334,7 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	if want == "" {
 		want = "runseal/" + strings.ToLower(ulid.Make().String())
 	}
-	if err := ValidateOrigin(want); err != nil {
+	if err := store.ValidateOrigin(want); err != nil {
 		return "", err
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('origin', ?)`, want); err != nil {
@@ -333,7 +342,3 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	}
 	return want, nil
 }
-
-// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
-// package.
-func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }
