@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -61,11 +62,8 @@ type Store struct {
 
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
-	ops       chan *op
-	maxGroup  int
+	writes    *groupcommit.Queue[groupcommit.Work]
 	closeOnce sync.Once
-	closed    chan struct{}
-	done      chan struct{}
 }
 
 var (
@@ -113,8 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rdb.SetMaxIdleConns(8)
 	s := &Store{
 		wdb: wdb, rdb: rdb, tenant: tenant, origin: origin,
-		now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup,
-		ops: make(chan *op), closed: make(chan struct{}), done: make(chan struct{}),
+		now: opts.Now, log: opts.Logger,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -122,15 +119,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.maxGroup <= 0 {
-		s.maxGroup = 256
-	}
 	if err := s.prepareHot(ctx); err != nil {
 		rdb.Close()
 		wdb.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	go s.writer()
+	s.startWriter(opts.MaxGroup)
 	return s, nil
 }
 
@@ -140,9 +134,12 @@ func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
 // Close stops the writer after the writes already queued and closes the file.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.closed) })
-	<-s.done
-	return errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		s.closeWriter()
+		err = errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
+	})
+	return err
 }
 
 // Tenant implements store.Journal.
