@@ -369,7 +369,7 @@ func refuse(err error) error { return &refusal{err} }
 // fn is given ctx without its cancellation: once a member has started, a
 // caller giving up must not poison the transaction of the whole group.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	err := s.writes.Submit(ctx, fn)
+	err := s.writes.Submit(ctx, groupcommit.Work{Run: fn})
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return fmt.Errorf("%w: state store closed", ErrUnavailable)
 	}

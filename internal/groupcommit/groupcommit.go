@@ -145,6 +145,14 @@ func (q *Queue[T]) Submit(ctx context.Context, req T) error {
 	return <-m.done
 }
 
+// Waiting reports how many members wait to be taken into a group (a gauge
+// for metrics, and a way for tests to know a group is queued).
+func (q *Queue[T]) Waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiting)
+}
+
 // Close stops the committers once every member already submitted has its
 // answer; Submit then returns ErrClosed.
 func (q *Queue[T]) Close() {

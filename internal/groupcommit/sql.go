@@ -7,14 +7,31 @@ import (
 	"time"
 )
 
-// Work is one member of a database/sql group: it runs inside the group's
-// transaction, in its own savepoint. It must derive everything from the
-// database state it reads and its own inputs, because a group that hits an
-// infrastructure failure runs its other members again in a fresh
-// transaction. Its ctx carries the caller's values without its
-// cancellation: a caller giving up once its member has started must not
-// poison the transaction of the whole group.
-type Work func(ctx context.Context, tx *sql.Tx) error
+// Work is one member of a database/sql group.
+type Work struct {
+	// Run writes the member alone, inside the group's transaction, in its
+	// own savepoint. It must derive everything from the database state it
+	// reads and its own inputs, because a group that hits an
+	// infrastructure failure runs its other members again in a fresh
+	// transaction. Its ctx carries the caller's values without its
+	// cancellation: a caller giving up once its member has started must
+	// not poison the transaction of the whole group.
+	Run func(ctx context.Context, tx *sql.Tx) error
+	// Batched, if not nil, lets SQL.Batch write this member together with
+	// the batched members next to it in the group, with a few multi-row
+	// statements instead of a savepoint and statements of its own.
+	Batched any
+
+	alone bool // a batch holding it failed: from now on it runs alone
+}
+
+// A Batch writes consecutive batched members (their Work.Batched values,
+// in order) in tx. It returns one error per member: nil for a member it
+// wrote, or a refusal for one it refused having written nothing for it.
+// Any other failure it returns as err, poisoning the transaction: SQL then
+// rolls it back and runs those members again, each alone with its Run, so
+// the failure is pinned on its own member.
+type Batch func(ctx context.Context, tx *sql.Tx, reqs []any) (refusals []error, err error)
 
 // The statements SQL runs around each member.
 const (
@@ -46,6 +63,8 @@ type SQL struct {
 	// Current, if set, is told the open transaction, and nil when it ends
 	// (statements prepared on the writer connection may only run in it).
 	Current func(tx *sql.Tx)
+	// Batch, if set, writes runs of batched members together.
+	Batch Batch
 	// Committed, if set, is told the size and duration of every committed
 	// group (metrics).
 	Committed func(n int, d time.Duration)
@@ -68,9 +87,20 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 		defer c.Current(nil)
 	}
 	var ok []*Member[Work]
-	for i, m := range pending {
+	for i := 0; i < len(pending); i++ {
+		m := pending[i]
 		if err := m.Ctx.Err(); err != nil {
 			m.Answer(err)
+			continue
+		}
+		if j := c.batchEnd(pending, i); j > i {
+			wrote, err := c.batch(bg, tx, pending[i:j])
+			if err != nil {
+				tx.Rollback()
+				return append(ok, pending[i:]...), err
+			}
+			ok = append(ok, wrote...)
+			i = j - 1
 			continue
 		}
 		if err := c.exec(bg, tx, Savepoint); err != nil {
@@ -79,7 +109,7 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 			m.Answer(err)
 			return append(ok, pending[i+1:]...), err
 		}
-		err := m.Req(context.WithoutCancel(m.Ctx), tx)
+		err := m.Req.Run(context.WithoutCancel(m.Ctx), tx)
 		if err == nil {
 			if err := c.exec(bg, tx, Release); err != nil {
 				tx.Rollback()
@@ -120,6 +150,47 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 		m.Answer(nil)
 	}
 	return nil, nil
+}
+
+// batchEnd returns the end of the run of batched members starting at i.
+func (c *SQL) batchEnd(ms []*Member[Work], i int) int {
+	if c.Batch == nil {
+		return i
+	}
+	j := i
+	for j < len(ms) && ms[j].Req.Batched != nil && !ms[j].Req.alone && ms[j].Ctx.Err() == nil {
+		j++
+	}
+	return j
+}
+
+// batch writes seg with c.Batch. It answers the refused members and returns
+// the written ones. On failure it answers nobody, marks seg's members to
+// run alone, and returns no member.
+func (c *SQL) batch(ctx context.Context, tx *sql.Tx, seg []*Member[Work]) ([]*Member[Work], error) {
+	reqs := make([]any, len(seg))
+	for k, m := range seg {
+		reqs[k] = m.Req.Batched
+	}
+	refusals, err := c.Batch(ctx, tx, reqs)
+	if err == nil && len(refusals) != len(seg) {
+		err = fmt.Errorf("groupcommit: batch answered %d of %d members", len(refusals), len(seg))
+	}
+	if err != nil {
+		for _, m := range seg {
+			m.Req.alone = true
+		}
+		return nil, err
+	}
+	var wrote []*Member[Work]
+	for k, m := range seg {
+		if refusals[k] != nil {
+			m.Answer(refusals[k])
+			continue
+		}
+		wrote = append(wrote, m)
+	}
+	return wrote, nil
 }
 
 func (c *SQL) exec(ctx context.Context, tx *sql.Tx, q string) error {

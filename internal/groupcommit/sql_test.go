@@ -40,7 +40,7 @@ func sqlQueue(t *testing.T) (*Queue[Work], *sql.DB, *[]int) {
 }
 
 func insert(name string, runs *atomic.Int32, then error) Work {
-	return func(ctx context.Context, tx *sql.Tx) error {
+	return Work{Run: func(ctx context.Context, tx *sql.Tx) error {
 		if runs != nil {
 			runs.Add(1)
 		}
@@ -48,7 +48,7 @@ func insert(name string, runs *atomic.Int32, then error) Work {
 			return err
 		}
 		return then
-	}
+	}}
 }
 
 func rows(t *testing.T, db *sql.DB) string {
@@ -74,11 +74,11 @@ func group(t *testing.T, q *Queue[Work], works ...Work) []error {
 	entered, release := make(chan struct{}), make(chan struct{})
 	blocker := make(chan error, 1)
 	go func() {
-		blocker <- q.Submit(context.Background(), func(context.Context, *sql.Tx) error {
+		blocker <- q.Submit(context.Background(), Work{Run: func(context.Context, *sql.Tx) error {
 			close(entered)
 			<-release
 			return nil
-		})
+		}})
 	}()
 	<-entered
 	chs := make([]chan error, len(works))
@@ -150,7 +150,7 @@ func TestSQL_WorkSeesNoCancellation(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	ch := make(chan error, 1)
 	go func() {
-		ch <- q.Submit(ctx, func(wctx context.Context, tx *sql.Tx) error {
+		ch <- q.Submit(ctx, Work{Run: func(wctx context.Context, tx *sql.Tx) error {
 			close(entered)
 			<-release
 			if wctx.Err() != nil {
@@ -158,7 +158,7 @@ func TestSQL_WorkSeesNoCancellation(t *testing.T) {
 			}
 			_, err := tx.ExecContext(wctx, `INSERT INTO rows(name) VALUES('late')`)
 			return err
-		})
+		}})
 	}()
 	<-entered
 	cancel()

@@ -49,6 +49,11 @@ type Options struct {
 	MaxGroup int
 	// Logger receives operational logs; slog.Default() when nil.
 	Logger *slog.Logger
+
+	// oneByOne writes every append alone in its savepoint instead of
+	// batching neighbours in a group (tests hold both paths to the
+	// contract).
+	oneByOne bool
 }
 
 // Store is the SQLite journal. It is safe for concurrent use.
@@ -124,7 +129,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	s.startWriter(opts.MaxGroup)
+	s.startWriter(opts.MaxGroup, !opts.oneByOne)
 	return s, nil
 }
 

@@ -11,7 +11,7 @@ import (
 
 // startWriter starts the group commit every write goes through: one
 // committer on the writer connection, each member in its own savepoint.
-func (s *Store) startWriter(maxGroup int) {
+func (s *Store) startWriter(maxGroup int, batchAppends bool) {
 	c := &groupcommit.SQL{
 		DB: s.wdb,
 		Exec: func(ctx context.Context, tx *sql.Tx, q string) error {
@@ -21,6 +21,9 @@ func (s *Store) startWriter(maxGroup int) {
 		Refused: store.IsDomain,
 		InDoubt: func(err error) error { return &store.CommitUnknownError{Detail: err.Error(), Err: err} },
 		Current: func(tx *sql.Tx) { s.wtx.Store(tx) },
+	}
+	if batchAppends {
+		c.Batch = s.appendBatch
 	}
 	s.writes = groupcommit.New(groupcommit.Config[groupcommit.Work]{Attempt: c.Attempt, MaxGroup: maxGroup})
 }
@@ -33,7 +36,12 @@ func (s *Store) startWriter(maxGroup int) {
 // write whose ctx is already cancelled when its turn comes is skipped with
 // ctx's error and writes nothing.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	err := s.writes.Submit(ctx, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
+	return s.submit(ctx, groupcommit.Work{Run: func(_ context.Context, tx *sql.Tx) error { return fn(tx) }})
+}
+
+// submit queues w for the writer and waits for its answer.
+func (s *Store) submit(ctx context.Context, w groupcommit.Work) error {
+	err := s.writes.Submit(ctx, w)
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
