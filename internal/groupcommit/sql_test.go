@@ -170,3 +170,75 @@ func TestSQL_WorkSeesNoCancellation(t *testing.T) {
 		t.Fatalf("rows %s", got)
 	}
 }
+
+// batchedInsert is Work that SQL.Batch may write together with its
+// neighbours; alone it inserts its name in its savepoint.
+func batchedInsert(name string) Work {
+	w := insert(name, nil, nil)
+	w.Batched = name
+	return w
+}
+
+func TestSQL_BatchWritesNeighboursTogether(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE rows(name TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	var batches []string
+	fail := false
+	c := &SQL{
+		DB:      db,
+		Refused: func(err error) bool { return errors.Is(err, errRefused) },
+		Batch: func(ctx context.Context, tx *sql.Tx, reqs []any) ([]error, error) {
+			batches = append(batches, fmt.Sprint(reqs))
+			out := make([]error, len(reqs))
+			for i, r := range reqs {
+				if r == "refused" {
+					out[i] = errRefused
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO rows(name) VALUES(?)`, r); err != nil {
+					return nil, err
+				}
+			}
+			if fail {
+				return nil, errors.New("batch write failed")
+			}
+			return out, nil
+		},
+	}
+	q := New(Config[Work]{Attempt: c.Attempt})
+	defer q.Close()
+
+	errs := group(t, q, batchedInsert("a"), batchedInsert("refused"), batchedInsert("b"), insert("c", nil, nil), batchedInsert("d"))
+	if errs[0] != nil || !errors.Is(errs[1], errRefused) || errs[2] != nil || errs[3] != nil || errs[4] != nil {
+		t.Fatalf("answers %v", errs)
+	}
+	// The blocker (not batched) ran alone; a, refused, b went to Batch
+	// together; c ran alone between them and d.
+	if fmt.Sprint(batches) != "[[a refused b] [d]]" {
+		t.Fatalf("batches %v", batches)
+	}
+	if got := rows(t, db); got != "[a b c d]" {
+		t.Fatalf("rows %s", got)
+	}
+
+	// A failing batch rolls the group back; its members run again alone,
+	// each in its savepoint, and the rows still land once.
+	batches, fail = nil, true
+	errs = group(t, q, batchedInsert("e"), batchedInsert("f"))
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("answers after a failed batch %v", errs)
+	}
+	if fmt.Sprint(batches) != "[[e f]]" {
+		t.Fatalf("batches %v: the retry must not batch again", batches)
+	}
+	if got := rows(t, db); got != "[a b c d e f]" {
+		t.Fatalf("rows %s", got)
+	}
+}

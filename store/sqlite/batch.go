@@ -33,6 +33,7 @@ type appendReq struct {
 // batchRun is what a batch knows and decides about one run.
 type batchRun struct {
 	run     store.RunID
+	runText string
 	st      runState
 	leased  bool
 	epoch   store.Epoch
@@ -57,6 +58,7 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 	now := s.now()
 	refusals := make([]error, len(reqs))
 	var recs []store.Prepared
+	var recRuns []string               // each record's run, as text
 	claims := map[string]store.RunID{} // admission keys this batch claims
 	var touched []*batchRun
 	for i, r := range reqs {
@@ -91,6 +93,7 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 			}
 			br.wait = p.Facts.Suspension // the last record decides: any progress clears a wait
 			recs = append(recs, p)
+			recRuns = append(recRuns, br.runText)
 		}
 		last := prepared[len(prepared)-1]
 		br.st.exists, br.st.head = true, store.Head{Seq: last.Seq, Hash: last.Hash}
@@ -102,7 +105,7 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 	if len(recs) == 0 {
 		return refusals, nil
 	}
-	ids, err := s.insertRecords(ctx, tx, recs)
+	ids, err := s.insertRecords(ctx, tx, recs, recRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -130,14 +133,13 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 	if err != nil {
 		return nil, err
 	}
-	runText := r.run.String()
 	for _, p := range prepared {
 		if p.Kind == store.KindEffectStarted {
 			if br.effects[*p.EffectKey] {
 				return nil, &store.DuplicateEffectError{Run: r.run, Key: *p.EffectKey}
 			}
 			var n int
-			if err := s.queryRow(ctx, tx, qEffect, s.tenant, runText, p.EffectKey[:]).Scan(&n); err != nil {
+			if err := s.queryRow(ctx, tx, qEffect, s.tenant, br.runText, p.EffectKey[:]).Scan(&n); err != nil {
 				return nil, fmt.Errorf("check effect: %w", err)
 			}
 			if n > 0 {
@@ -174,11 +176,11 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 		if runs[r.run] != nil {
 			continue
 		}
-		runs[r.run] = &batchRun{run: r.run, effects: map[store.Digest]bool{}}
+		runs[r.run] = &batchRun{run: r.run, runText: r.run.String(), effects: map[store.Digest]bool{}}
 		if len(list) > 1 {
 			list = append(list, ',')
 		}
-		list = append(append(append(list, '"'), r.run.String()...), '"') // a run id needs no escaping
+		list = append(append(append(list, '"'), runs[r.run].runText...), '"') // a run id needs no escaping
 	}
 	list = append(list, ']')
 	var rows *sql.Rows
@@ -229,9 +231,10 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 // insertRecords writes recs and returns their row ids. SQLite gives a row
 // without an explicit id the largest id plus one, so the rows one writer
 // inserts in a row have consecutive ids ending at the last insert id.
-func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prepared) ([]int64, error) {
+func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prepared, runs []string) ([]int64, error) {
 	args := make([]any, 0, 9*len(recs))
-	for _, p := range recs {
+	tenant := any(s.tenant)
+	for i, p := range recs {
 		var caseID, effect any
 		if !p.Case.IsZero() {
 			caseID = p.Case.String()
@@ -239,7 +242,7 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prep
 		if p.EffectKey != nil {
 			effect = p.EffectKey[:]
 		}
-		args = append(args, s.tenant, p.Run.String(), int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
+		args = append(args, tenant, runs[i], int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
 	}
 	res, err := s.execRows(ctx, tx, qInsertRecord, qInsertRecords, 9, args)
 	if err != nil {
@@ -260,6 +263,7 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prep
 // appended to, one row each.
 func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun, ids []int64, activeAt int64) error {
 	args := make([]any, 0, 11*len(touched))
+	tenant := any(s.tenant)
 	for _, br := range touched {
 		ord := sql.NullInt64{}
 		if br.outcome.Valid {
@@ -272,7 +276,7 @@ func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun,
 				until = formatUntil(w.Until)
 			}
 		}
-		args = append(args, s.tenant, br.run.String(), int64(br.st.head.Seq), br.st.head.Hash[:], activeAt,
+		args = append(args, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:], activeAt,
 			br.source, br.outcome, ord, awaiting, event, until)
 	}
 	if _, err := s.execRows(ctx, tx, qUpsertRun, qUpsertRuns, 11, args); err != nil {
