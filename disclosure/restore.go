@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -69,9 +68,14 @@ var notCarried = []string{
 // rebuilt log's size and root equal the export's (else
 // *UnfaithfulRestoreError).
 //
-// Memory grows with the number of sealed runs and admission keys (tens of
-// bytes each), not with records. The file must not change during the
-// restore; if its digest differs between the readings, Restore fails.
+// Memory is bounded whatever the export's size: one run's records at a
+// time (at most maxReplayRecords or maxReplayBytes per append), and fixed
+// buffers. What spans the whole export is kept in unlinked temporary files
+// in os.TempDir: 64 bytes per log leaf, addressed by log index, and an
+// external sort of the admission keys' digests (48 bytes each); runs
+// already in the target and keys it already holds are looked up in its
+// own indexes. The file must not change during the restore; if its digest
+// differs between the readings, Restore fails.
 func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreReport, error) {
 	// A sealing store that writes restored bytes verbatim (store/sealed)
 	// can hold an export; one that would seal them again cannot.
@@ -81,16 +85,16 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	rep := &RestoreReport{NotCarried: notCarried}
 
 	// Reading 1: validate everything, collect the log positions, and
-	// check the target, writing nothing.
-	type sealedRun struct {
-		index   uint64
-		run     store.RunID
-		leaf    store.Digest
-		epoch   store.Epoch
-		outcome string
+	// check the target, writing nothing. What spans the whole file (which
+	// run holds each log index, which admission keys are claimed) is kept
+	// on disk; what concerns the target is asked of its own indexes.
+	slots, err := newLogSlots()
+	if err != nil {
+		return nil, err
 	}
-	var sealed []sealedRun
-	admissions := map[store.Digest]store.RunID{}
+	defer slots.close()
+	keys := &keySpill{}
+	defer keys.close()
 	var lastEpoch store.Epoch
 	var effects map[store.Digest]bool
 	sc := &exportScanner{
@@ -102,7 +106,10 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 			if h.Seq != 0 {
 				return &RestoreRefusedError{Reason: fmt.Sprintf("the target already holds run %s; restore rebuilds history and never merges", blk.Run)}
 			}
-			effects = map[store.Digest]bool{}
+			clear(effects)
+			if effects == nil {
+				effects = map[store.Digest]bool{}
+			}
 			return nil
 		},
 		onRecord: func(blk *runBlock, rec *scannedRecord) error {
@@ -117,11 +124,9 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 				effects[*k] = true
 			}
 			if a := rec.facts.Admission; a != nil && a.Key != "" {
-				d := store.Sum([]byte(a.Key))
-				if other, dup := admissions[d]; dup {
-					return &FormatError{Detail: fmt.Sprintf("admission key %q is claimed by runs %s and %s", a.Key, other, blk.Run)}
+				if err := keys.add(store.Sum([]byte(a.Key)), blk.Run); err != nil {
+					return err
 				}
-				admissions[d] = blk.Run
 				holder, held, err := j.AdmittedAs(ctx, a.Key)
 				if err != nil {
 					return err
@@ -134,7 +139,9 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 		},
 		onRunEnd: func(blk *runBlock, latest string, lastKind string) error {
 			if blk.Sealed {
-				sealed = append(sealed, sealedRun{index: blk.Index, run: blk.Run, leaf: blk.Seal, epoch: lastEpoch, outcome: latest})
+				if err := slots.put(blk.Index, logSlot{run: blk.Run, leaf: blk.Seal, epoch: lastEpoch, outcome: latest}); err != nil {
+					return err
+				}
 			} else if store.IsSealingOutcome(latest) {
 				rep.ConcludedUnsealed++
 			}
@@ -149,31 +156,26 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 		return nil, refusal(err)
 	}
 	rep.Expected = hdr.Checkpoint
-	slices.SortFunc(sealed, func(a, b sealedRun) int {
-		switch {
-		case a.index < b.index:
-			return -1
-		case a.index > b.index:
-			return 1
-		}
-		return 0
-	})
-	if uint64(len(sealed)) != hdr.Checkpoint.Size {
-		return nil, refusal(&FormatError{Detail: fmt.Sprintf("%d runs carry a leaf, the log has %d", len(sealed), hdr.Checkpoint.Size)})
+	if d, a, b, dup, err := keys.duplicate(); err != nil {
+		return nil, err
+	} else if dup {
+		return nil, refusal(&FormatError{Detail: fmt.Sprintf("an admission key (sha256 %s) is claimed by runs %s and %s", d, a, b)})
+	}
+	keys.close()
+	if tr.Sealed != hdr.Checkpoint.Size {
+		return nil, refusal(&FormatError{Detail: fmt.Sprintf("%d runs carry a leaf, the log has %d", tr.Sealed, hdr.Checkpoint.Size)})
 	}
 	rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 	cr := rf.NewEmptyRange(0)
-	for i, s := range sealed {
-		if s.index != uint64(i) {
-			return nil, refusal(&FormatError{Detail: fmt.Sprintf("log index %d is held by no run, or by two", i)})
-		}
+	err = slots.each(hdr.Checkpoint.Size, func(_ uint64, s *logSlot) error {
 		lh := log.LeafHash(log.Hash(s.leaf))
-		if err := cr.Append(lh[:], nil); err != nil {
-			return nil, err
-		}
+		return cr.Append(lh[:], nil)
+	})
+	if err != nil {
+		return nil, refusal(err)
 	}
 	root := log.EmptyRoot()
-	if len(sealed) > 0 {
+	if hdr.Checkpoint.Size > 0 {
 		rh, err := cr.GetRootHash(nil)
 		if err != nil {
 			return nil, err
@@ -211,15 +213,19 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	rep.Runs, rep.Records = tr.Runs, tr.Records
 
 	// Seal in log order, which rebuilds the tree leaf for leaf.
-	for _, s := range sealed {
+	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
 		leaf, err := j.Seal(ctx, s.run, s.epoch, s.outcome)
 		if err != nil {
-			return rep, fmt.Errorf("restore: seal run %s (leaf %d): %w", s.run, s.index, err)
+			return fmt.Errorf("restore: seal run %s (leaf %d): %w", s.run, i, err)
 		}
 		if leaf != s.leaf {
-			return rep, fmt.Errorf("restore: run %s sealed with leaf %s, the export says %s", s.run, leaf, s.leaf)
+			return fmt.Errorf("restore: run %s sealed with leaf %s, the export says %s", s.run, leaf, s.leaf)
 		}
 		rep.Sealed++
+		return nil
+	})
+	if err != nil {
+		return rep, err
 	}
 	if rep.Rebuilt, err = j.Checkpoint(ctx); err != nil {
 		return rep, err

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +271,92 @@ func TestDisclose(t *testing.T) {
 	bad.By = store.Operator{}
 	if _, err := Disclose(ctx, w.j, reg, dest2, bad); err == nil {
 		t.Fatal("blank operator accepted")
+	}
+}
+
+// A reordered export that gives two runs one log leaf is refused naming
+// both, before anything is written (the leaf slots are on disk now, not a
+// sorted slice).
+func TestRestore_TwoRunsClaimOneLeaf(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	re := regexp.MustCompile(`"index":[0-9]+`)
+	idx := re.FindAllIndex(exp, -1)
+	if len(idx) < 2 {
+		t.Fatalf("%d sealed run blocks", len(idx))
+	}
+	first := exp[idx[0][0]:idx[0][1]]
+	bad := slices.Concat(exp[:idx[1][0]], first, exp[idx[1][1]:])
+	target := openJournal(t, testOrigin)
+	_, err := Restore(ctx, target, bytes.NewReader(bad))
+	var rr *RestoreRefusedError
+	var fe *FormatError
+	if !errors.As(err, &rr) || !errors.As(err, &fe) || !strings.Contains(err.Error(), "is claimed by runs") {
+		t.Fatalf("two runs at one leaf: %v", err)
+	}
+	if runs, _ := target.RunsByID(ctx, nil, 10); len(runs) != 0 {
+		t.Fatalf("the target holds %d runs after a refusal", len(runs))
+	}
+}
+
+// An export whose runs chain correctly but claim one admission key twice
+// (runs far apart in the file, so no window of recent keys would see it)
+// is refused before anything is written.
+func TestRestore_AdmissionKeyClaimedTwice(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "export.jsonl")
+	const n = 300
+	writeSynthExport(t, path, n, func(i int) string {
+		if i == n-1 {
+			i = 0
+		}
+		return fmt.Sprintf("order-%d", i)
+	})
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	target := openJournal(t, testOrigin)
+	_, err = Restore(ctx, target, f)
+	var rr *RestoreRefusedError
+	first, _ := synthRun(t, 0, synthKey)
+	last, _ := synthRun(t, n-1, synthKey)
+	if !errors.As(err, &rr) || !strings.Contains(err.Error(), first.String()) || !strings.Contains(err.Error(), last.String()) {
+		t.Fatalf("one key, two runs: %v", err)
+	}
+	if runs, _ := target.RunsByID(ctx, nil, 10); len(runs) != 0 {
+		t.Fatalf("the target holds %d runs after a refusal", len(runs))
+	}
+}
+
+// The external sort of admission keys finds a duplicate across its merge
+// levels: more keys than keyChunk*keyFanIn force a merge of spilled files
+// before the final one.
+func TestKeySpill_DuplicateAcrossMerges(t *testing.T) {
+	total := keyChunk*keyFanIn + 3*keyChunk + 17
+	for _, dup := range []bool{false, true} {
+		k := &keySpill{}
+		for i := range total {
+			key := fmt.Sprint(i)
+			if dup && i == total-1 {
+				key = "0"
+			}
+			if err := k.add(store.Sum([]byte(key)), runID(byte(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(k.files) > keyFanIn {
+			t.Fatalf("%d sorted files open", len(k.files))
+		}
+		d, a, b, found, err := k.duplicate()
+		k.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found != dup || (dup && (d != store.Sum([]byte("0")) || a != runID(0) || b != runID(byte(total-1)))) {
+			t.Fatalf("dup=%v: found %v %s %s %s", dup, found, d, a, b)
+		}
 	}
 }
