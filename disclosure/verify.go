@@ -213,6 +213,7 @@ type verifier struct {
 	root   log.Hash
 
 	blocks *blockDigest // what the statement's blocks digest must be
+	bodies bodyCache    // the last run id and kind decoded
 
 	sel        Selection
 	selIdx     int      // next selected run not yet passed
@@ -579,7 +580,7 @@ func (v *verifier) record(line []byte) {
 		return
 	}
 	v.rep.Counts.Records++
-	body, facts, err := decodeRecordBody(raw)
+	body, facts, err := decodeRecordBodyCached(raw, &v.bodies)
 	if err != nil {
 		v.find(CheckRecordBody, &run, seq, "%v", err)
 	} else {
