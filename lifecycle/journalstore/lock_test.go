@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -221,3 +223,31 @@ func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
 	_, err = journalstore.ReadStudyView(ctx, st, e.study)
 	check("a reader of the study", err)
 }
+
+// TestJournalStorage_LockFoundThroughWrapper: a decorated journal
+// (store/sealed) takes the lock of the file it wraps, so a second storage
+// on the bare file is refused; a journal that is not a file and wraps none
+// is refused, since the rule could not be enforced.
+func TestJournalStorage_LockFoundThroughWrapper(t *testing.T) {
+	dir := t.TempDir()
+	st := openJournal(t, filepath.Join(dir, "journal.db"))
+	t.Cleanup(func() { st.Close() })
+	ring, err := keyring.OpenFile(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := journalstore.New(sealed.New(st, ring, sealed.Options{}))
+	if err != nil {
+		t.Fatalf("a storage on a sealed journal: %v", err)
+	}
+	defer s.Close()
+	if _, err := journalstore.New(st); !errors.Is(err, journalstore.ErrLocked) {
+		t.Fatalf("a second storage on the file under the sealed journal: %v", err)
+	}
+	if _, err := journalstore.New(opaqueJournal{st}); lifecycle.KindOf(err) != lifecycle.KindUnsupported {
+		t.Fatalf("a journal whose file cannot be found: %v", err)
+	}
+}
+
+// opaqueJournal hides the journal it embeds: no File, no Unwrap.
+type opaqueJournal struct{ store.Journal }

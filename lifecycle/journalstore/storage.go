@@ -77,7 +77,7 @@ var _ interface {
 // proven (spec/lifecycle.md section 14). It refuses a journal whose lock
 // another JournalStorage holds with a KindConflict error that is also
 // [ErrLocked] and carries a [*LockedError], and a journal that is not a
-// local file (nor wraps one, through an Unwrap() store.Journal method) with
+// local file (nor wraps one, through an Unwrap() or Inner() store.Journal method) with
 // KindUnsupported, since it could not enforce the rule.
 func New(j store.Journal) (*Storage, error) {
 	const op = "new_journal_storage"
