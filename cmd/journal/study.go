@@ -20,15 +20,18 @@ case: its study run holds the budget, the reservations, the finalization
 claim, the outbox and every trial's end; each trial is a run of the case,
 sealed once the trial is terminal. See spec/lifecycle.md.
 
-  show  a study's trials, finalization owner and outbox`,
+  list  the journal's studies, most recently active first, with counts
+  show  a study's trials, finalization owner and outbox
+
+Both read the journal and write nothing, on SQLite or PostgreSQL (--store).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(a.stderr)
 			_ = cmd.Help()
-			return usageErrorf("study needs a subcommand: show")
+			return usageErrorf("study needs a subcommand: list or show")
 		},
 	}
-	cmd.AddCommand(a.studyShowCmd())
+	cmd.AddCommand(a.studyListCmd(), a.studyShowCmd())
 	return cmd
 }
 
@@ -79,5 +82,42 @@ is refused with exit 1, naming the first record that does not fold.`,
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the view as one JSON document")
+	return cmd
+}
+
+func (a *app) studyListCmd() *cobra.Command {
+	var asJSON bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list [--limit N] [--json]",
+		Short: "List the journal's studies with their trial and outbox counts",
+		Long: `List the studies of the journal (tenant), the most recently active first:
+for each, its trials by state, the finalization claim's holder, the outbox
+records not yet done, and the transitions pending completion. Each study is
+read with the fold 'study show' uses, so a listing costs one fold per
+study; --limit bounds it. A study whose records do not fold is listed as
+inconsistent, naming the first record that does not fold.`,
+		Example: `  journal study list
+  journal study list --limit 5 --json
+  journal study list --store postgres://runseal@db/runseal --tenant lab`,
+		Args: cobra.NoArgs,
+		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > store.MaxLimit {
+				return usageErrorf("--limit %d is outside 1 to %d", limit, store.MaxLimit)
+			}
+			return a.withStore(cmd.Context(), func(s journalStore) error {
+				studies, err := journalstore.ListStudies(cmd.Context(), s, nil, limit)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.stdout, studies)
+				}
+				return journalstore.WriteStudies(a.stdout, studies)
+			})
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the listing as one JSON array")
+	cmd.Flags().IntVar(&limit, "limit", 50, "list at most N studies")
 	return cmd
 }

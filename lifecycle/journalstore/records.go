@@ -290,9 +290,9 @@ var ErrInconsistent = errors.New("lifecycle records in the journal do not fold")
 type InconsistentError struct {
 	// Run and Seq locate the first record that does not fold; Seq is 0
 	// when the fault is in the journal's indexes rather than a record.
-	Run    store.RunID
-	Seq    store.Seq
-	Detail string
+	Run    store.RunID `json:"run"`
+	Seq    store.Seq   `json:"seq"`
+	Detail string      `json:"detail"`
 }
 
 func (e *InconsistentError) Error() string {
