@@ -103,7 +103,7 @@ func TestStudyShow(t *testing.T) {
 		t.Errorf("study show --json: %+v", v)
 	}
 
-	expect(t, cli(t, db, "", "study"), exitUsage, "study needs a subcommand: list or show")
+	expect(t, cli(t, db, "", "study"), exitUsage, "study needs a subcommand: list, show or repair")
 
 	// The listing: one study, its three trials by state, the finalizer,
 	// one open outbox record.
@@ -169,4 +169,15 @@ func TestStudyShow_InconsistentStudy(t *testing.T) {
 	if out := mustCLI(t, db, "", "study", "list"); !strings.Contains(out, fmt.Sprintf("%s  inconsistent: run %s seq %d", study, run, recs[0].Seq)) {
 		t.Errorf("study list over an inconsistent study:\n%s", out)
 	}
+
+	// The repair voids the record, and the study shows again.
+	expect(t, cli(t, db, "", "study", "repair", string(study)), exitUsage, "--reason")
+	repaired := mustCLI(t, db, "", "study", "repair", string(study), "--reason", "appended by hand in a test")
+	if !strings.Contains(repaired, fmt.Sprintf("voided records %d to %d of trial %s", recs[0].Seq, recs[0].Seq, tok.Trial)) || !strings.Contains(repaired, "TrialHeartbeat") {
+		t.Errorf("study repair:\n%s", repaired)
+	}
+	if out := mustCLI(t, db, "", "study", "show", string(study)); !strings.Contains(out, fmt.Sprintf("records %d to %d of its run are voided", recs[0].Seq, recs[0].Seq)) || !strings.Contains(out, "running") {
+		t.Errorf("study show after the repair:\n%s", out)
+	}
+	expect(t, cli(t, db, "", "study", "repair", string(study), "--reason", "again"), exitFailure, "nothing to repair")
 }

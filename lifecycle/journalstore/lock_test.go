@@ -192,7 +192,6 @@ func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
 	st := openJournal(t, path)
 	t.Cleanup(func() { st.Close() })
 	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, st)}
-	defer e.s.Close()
 	var err error
 	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
 	e.must(err, "create study")
@@ -222,6 +221,21 @@ func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
 	check("the study after the foreign append", err)
 	_, err = journalstore.ReadStudyView(ctx, st, e.study)
 	check("a reader of the study", err)
+
+	// The repair voids the foreign record and everything after it (the
+	// owner's renew above landed behind it before the fold refused); it
+	// was written at the owner's epoch, so the owner is not fenced out and
+	// carries on.
+	rep, err := e.s.Repair(ctx, e.study, "a heartbeat appended by hand")
+	if err != nil || len(rep.OwnerFailed) > 0 || rep.From != recs[0].Seq || rep.To != recs[0].Seq+1 {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	o, err := e.s.Renew(ctx, lifecycle.RenewRequest{Owner: tok})
+	if err != nil || o.HeartbeatSeq != 1 {
+		t.Fatalf("the owner renews after the repair: %+v, %v", o, err)
+	}
+	e.must(e.s.Terminal(ctx, lifecycle.TerminalRequest{Owner: tok, State: lifecycle.TrialComplete, Values: []float64{1}}), "terminal")
+	verifyStudy(t, ctx, e.s, st, e.study)
 }
 
 // TestJournalStorage_LockFoundThroughWrapper: a decorated journal

@@ -135,17 +135,9 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 	if err != nil || c.IsZero() || c.String() != string(id) {
 		return nil, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", id)
 	}
-	s.mu.Lock()
-	st := s.studies[id]
-	if st == nil {
-		st = &jstudy{id: id, caseID: c}
-		s.studies[id] = st
-	}
-	s.mu.Unlock()
-	st.mu.Lock()
-	if s.closed.Load() {
-		st.mu.Unlock()
-		return nil, lifecycle.StorageError(op, ErrClosed)
+	st, err := s.lockStudy(op, id, c)
+	if err != nil {
+		return nil, err
 	}
 	if st.v == nil {
 		v, err := s.rebuild(ctx, op, c)
@@ -161,6 +153,23 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 			return nil, err
 		}
 		st.v = v
+	}
+	return st, nil
+}
+
+// lockStudy returns the study's serialization point locked, loaded or not.
+func (s *Storage) lockStudy(op string, id lifecycle.StudyID, c store.CaseID) (*jstudy, error) {
+	s.mu.Lock()
+	st := s.studies[id]
+	if st == nil {
+		st = &jstudy{id: id, caseID: c}
+		s.studies[id] = st
+	}
+	s.mu.Unlock()
+	st.mu.Lock()
+	if s.closed.Load() {
+		st.mu.Unlock()
+		return nil, lifecycle.StorageError(op, ErrClosed)
 	}
 	return st, nil
 }
