@@ -43,12 +43,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
 )
 
@@ -92,11 +92,9 @@ type Store struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 
-	maxGroup   int
-	appends    chan *appendReq
-	seals      chan *sealReq
-	stop       chan struct{}
-	committers sync.WaitGroup
+	maxGroup int
+	appends  *groupcommit.Queue[*appendReq]
+	seals    *groupcommit.Queue[*sealReq]
 }
 
 var _ store.Journal = (*Store)(nil)
@@ -135,7 +133,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if tenant == "" {
 		tenant = store.DefaultTenant
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	schema := opts.Schema
@@ -146,7 +144,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, err
 	}
 	if opts.Origin != "" {
-		if err := ValidateOrigin(opts.Origin); err != nil {
+		if err := store.ValidateOrigin(opts.Origin); err != nil {
 			return nil, err
 		}
 	}
@@ -184,8 +182,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	// Appends already taken by a committer finish before the pool goes.
-	close(s.stop)
-	s.committers.Wait()
+	s.appends.Close()
+	s.seals.Close()
 	if s.ownsPool {
 		s.pool.Close()
 	}
@@ -221,14 +219,6 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
-
-// ValidateTenant is store.ValidateTenant, kept here for callers of this
-// package.
-func ValidateTenant(t string) error { return store.ValidateTenant(t) }
-
-// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
-// package.
-func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }
 
 // validateSchema keeps the schema name to a plain identifier, because it is
 // spliced into SQL text.

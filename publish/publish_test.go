@@ -1,8 +1,9 @@
-package witness
+package publish
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,25 +15,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/witness"
 )
 
 // liveWitness is a witness on a real 127.0.0.1 listener that can be stopped
 // and started again on the same address, as a witness that goes down.
 type liveWitness struct {
-	t     *testing.T
-	name  string
-	vkey  string
-	addr  string
-	st    *Store
-	h     http.Handler
-	mu    sync.Mutex
-	srv   *http.Server
-	calls int
+	t         *testing.T
+	name      string
+	vkey      string
+	addr      string
+	cosigner  *checkpoint.Cosigner
+	logOrigin string
+	logVKey   string
+	h         http.Handler
+	mu        sync.Mutex
+	st        *witness.Store // under mu
+	inner     http.Handler   // under mu
+	srv       *http.Server
+	calls     int
 }
 
 func newLiveWitness(t *testing.T, name, logOrigin, logVKey string) *liveWitness {
@@ -45,27 +52,12 @@ func newLiveWitness(t *testing.T, name, logOrigin, logVKey string) *liveWitness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := OpenStore(context.Background(), filepath.Join(t.TempDir(), "w.db"), StoreOptions{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.AddLog(context.Background(), LogConfig{Origin: logOrigin, Keys: []string{logVKey}, QPD: MaxQPD, Burst: MaxQPD}); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := New(context.Background(), st, []*checkpoint.Cosigner{c}, Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := w.Handler("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lw := &liveWitness{t: t, name: name, vkey: vkey, st: st}
+	lw := &liveWitness{t: t, name: name, vkey: vkey, cosigner: c, logOrigin: logOrigin, logVKey: logVKey}
+	lw.loseState()
 	lw.h = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		lw.mu.Lock()
 		lw.calls++
+		h := lw.inner
 		lw.mu.Unlock()
 		h.ServeHTTP(rw, r)
 	})
@@ -77,6 +69,34 @@ func newLiveWitness(t *testing.T, name, logOrigin, logVKey string) *liveWitness 
 	lw.serve(ln)
 	t.Cleanup(lw.stop)
 	return lw
+}
+
+// loseState gives the witness a fresh state file that knows the log at size
+// 0, with the same key: a witness restored from nothing, or from an old
+// backup. It is also how the witness is first set up.
+func (lw *liveWitness) loseState() {
+	t := lw.t
+	t.Helper()
+	st, err := witness.OpenStore(context.Background(), filepath.Join(t.TempDir(), "w.db"), witness.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.AddLog(context.Background(), witness.LogConfig{Origin: lw.logOrigin, Keys: []string{lw.logVKey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := witness.New(context.Background(), st, []*checkpoint.Cosigner{lw.cosigner}, witness.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.Handler("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw.mu.Lock()
+	lw.st, lw.inner = st, h
+	lw.mu.Unlock()
 }
 
 func (lw *liveWitness) url() string { return "http://" + lw.addr }
@@ -248,7 +268,7 @@ func TestPublisherTwoOfTwoDownWitnessDelaysNeverLoses(t *testing.T) {
 	pol := policyFor(t, e.vkey, "all", w1, w2)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newPub := func() *Publisher {
-		p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: quiet})
+		p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +342,7 @@ func TestPublisherReprovesFrom409(t *testing.T) {
 	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	size1 := e.sealAndSign(4)
 	sc, _ := e.j.SignedCheckpointAt(ctx, size1)
-	c, err := NewClient(w1.url(), nil)
+	c, err := witness.NewClient(w1.url(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +351,7 @@ func TestPublisherReprovesFrom409(t *testing.T) {
 	}
 	size2 := e.sealAndSign(3)
 	pol := policyFor(t, e.vkey, "1", w1)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, Poll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +375,7 @@ func TestPublisherKeepsOnlyVerifiedCosignatures(t *testing.T) {
 	impostor := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	real.stop()
 	pol := policyFor(t, e.vkey, "1", &liveWitness{name: "w1", vkey: real.vkey, addr: impostor.addr})
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +402,7 @@ func TestPublisherKeepsOnlyVerifiedCosignatures(t *testing.T) {
 }
 
 func TestBackoffCappedWithJitter(t *testing.T) {
-	p := &Publisher{opts: PublisherOptions{MinBackoff: time.Second, MaxBackoff: time.Minute}}
+	p := &Publisher{opts: Options{MinBackoff: time.Second, MaxBackoff: time.Minute}}
 	for n := 1; n < 40; n++ {
 		d := p.backoff(n)
 		want := min(time.Second<<min(n-1, 20), time.Minute)
@@ -402,7 +422,7 @@ func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
 	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
 	size := e.sealAndSign(5)
 	sc, _ := e.j.SignedCheckpointAt(ctx, size)
-	c, err := NewClient(w1.url(), nil)
+	c, err := witness.NewClient(w1.url(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +430,7 @@ func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := policyFor(t, e.vkey, "1", w1)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +457,7 @@ func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", ContentTypeTlogSize)
+		w.Header().Set("Content-Type", witness.ContentTypeTlogSize)
 		w.WriteHeader(http.StatusConflict)
 		io.WriteString(w, "1000000\n")
 	})}
@@ -445,7 +465,7 @@ func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	liar := &liveWitness{name: "liar", vkey: vkey, addr: ln.Addr().String()}
 	pol := policyFor(t, e.vkey, "1", liar)
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +500,7 @@ func TestPublisherQuorumNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPublisher(e.j, pol, e.logV, PublisherOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	p, err := New(e.j, pol, e.logV, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,4 +511,96 @@ func TestPublisherQuorumNone(t *testing.T) {
 	if got := witnessedSize(t, e.j); got != size {
 		t.Errorf("witnessed %d, want %d", got, size)
 	}
+}
+
+// syncBuffer is a log sink that the publisher's goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPublisherWitnessRollbackRaisesAlarm: a witness that cosigned our
+// checkpoint at some size comes back having lost its state (restored from
+// nothing) and answers 409 with a smaller size. That is not routine: the
+// publisher logs an ERROR, counts it, keeps the alarm in the store where
+// "journal witnessed" shows it, and still publishes from the witness's size.
+func TestPublisherWitnessRollbackRaisesAlarm(t *testing.T) {
+	ctx := context.Background()
+	e := newPubEnv(t)
+	w1 := newLiveWitness(t, "w1.example", e.j.Origin(), e.vkey)
+	pol := policyFor(t, e.vkey, "1", w1)
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	p, err := New(e.j, pol, e.logV, Options{MinBackoff: 10 * time.Millisecond, Poll: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size1 := e.sealAndSign(4)
+	startPublisher(t, p)
+	eventually(t, "the first checkpoint is witnessed", func() bool { return witnessedSize(t, e.j) == size1 })
+	if a, err := e.j.WitnessAlarms(ctx); err != nil || len(a) != 0 {
+		t.Fatalf("alarms before the rollback: %v %v", a, err)
+	}
+
+	w1.loseState()
+	size2 := e.sealAndSign(3)
+	if err := p.Enqueue(ctx, size2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second checkpoint is witnessed all the same", func() bool { return witnessedSize(t, e.j) == size2 })
+
+	alarms, err := e.j.WitnessAlarms(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := WitnessID(mustVerifier(t, w1.vkey))
+	if len(alarms) != 1 || alarms[0].Witness != id || alarms[0].Kind != store.AlarmWitnessRolledBack ||
+		alarms[0].Reported != 0 || alarms[0].Cosigned != size1 {
+		t.Fatalf("alarms = %+v, want one %s for %s, reported 0, cosigned %d", alarms, store.AlarmWitnessRolledBack, id, size1)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "rolled back") {
+		t.Errorf("no ERROR log for the rollback:\n%s", logs.String())
+	}
+	if got := counter(t, reg, "runseal_publisher_witness_rollback_total", id); got != 1 {
+		t.Errorf("runseal_publisher_witness_rollback_total = %v, want 1", got)
+	}
+	var rb *RollbackError
+	if err := error(&RollbackError{Witness: "w", Reported: 1, Cosigned: 2}); !errors.Is(err, ErrWitnessRolledBack) || !errors.As(err, &rb) {
+		t.Errorf("RollbackError does not unwrap to ErrWitnessRolledBack")
+	}
+}
+
+// counter returns the value of the counter name{witness=w} in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, w string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "witness" && l.GetValue() == w {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package witness
+package publish
 
 import (
 	"bytes"
@@ -16,26 +16,37 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/witness"
 )
 
-// ErrWitnessAhead reports a witness that says it cosigned a size larger than
-// the log has ever had. That witness saw a different log under our origin
-// (a fork, or a stolen key): nothing is sent to it, and it is an alarm.
-var ErrWitnessAhead = errors.New("witness reports a size larger than the log: it saw a different log")
-
-// PublisherStore is what a Publisher needs of the journal store: the signed
-// checkpoints, the outbox, and consistency proofs of the log.
-type PublisherStore interface {
-	store.CheckpointStore
-	store.PublicationStore
+// Store is what a Publisher needs of the journal store: the signed
+// checkpoints, the durable outbox of publications (store.PublicationStore),
+// and consistency proofs of the log. Declared here, as sumdb/tlog declares
+// HashReader, so that a publisher takes only these methods of a store and
+// tests can stand in for them.
+type Store interface {
+	// LatestCheckpoint returns the signed checkpoint of the largest size
+	// kept, or nil.
+	LatestCheckpoint(ctx context.Context) (*store.SignedCheckpoint, error)
+	// SignedCheckpointAt returns the signed checkpoint kept at size, or nil.
+	SignedCheckpointAt(ctx context.Context, size uint64) (*store.SignedCheckpoint, error)
 	// Checkpoint returns the log's current size and root.
 	Checkpoint(ctx context.Context) (store.Checkpoint, error)
 	// ConsistencyProof proves the log at newSize extends it at oldSize.
 	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error)
+
+	// The outbox, as documented on store.PublicationStore.
+	EnqueuePublication(ctx context.Context, size uint64, witnesses []string) error
+	NextPublication(ctx context.Context, witness string) (*store.Publication, error)
+	DeferPublication(ctx context.Context, witness string, size uint64, next time.Time, lastErr string) error
+	RecordCosignature(ctx context.Context, witness string, size uint64, lines []byte) error
+	LastCosigned(ctx context.Context, witness string) (uint64, bool, error)
+	Cosignatures(ctx context.Context, size uint64) (map[string][]byte, error)
+	MarkWitnessed(ctx context.Context, size uint64, note []byte) error
 }
 
-// PublisherOptions configures a Publisher. The zero value is valid.
-type PublisherOptions struct {
+// Options configures a Publisher. The zero value is valid.
+type Options struct {
 	// HTTPClient sends every request; one with a 30s timeout when nil.
 	HTTPClient *http.Client
 	// MinBackoff is the first retry delay after a failure; 1s when zero.
@@ -68,12 +79,12 @@ type PublisherOptions struct {
 // commit and ours is sent again and the witness cosigns the same checkpoint
 // again, so nothing is lost and nothing is kept twice.
 type Publisher struct {
-	st      PublisherStore
+	st      Store
 	policy  *checkpoint.Policy
 	logKey  note.Verifier
 	logArgs []note.Verifier // logKey, unless the policy already lists it
 	workers []*pubWorker
-	opts    PublisherOptions
+	opts    Options
 	log     *slog.Logger
 	m       *pubMetrics
 }
@@ -82,7 +93,7 @@ type pubWorker struct {
 	id     string // store key: "<key name>+<key hash>", stable across policy renames
 	name   string // the policy's name, for logs
 	v      *checkpoint.CosignatureVerifier
-	client *Client
+	client *witness.Client
 	wake   chan struct{}
 }
 
@@ -92,12 +103,13 @@ func WitnessID(v *checkpoint.CosignatureVerifier) string {
 	return fmt.Sprintf("%s+%08x", v.Name(), v.KeyHash())
 }
 
-// NewPublisher returns a publisher of the log whose note key verifies with
-// logKey, to the witnesses of policy that have a URL. A policy none of
-// whose witnesses has a URL is refused: it could never be met by us.
-func NewPublisher(st PublisherStore, policy *checkpoint.Policy, logKey note.Verifier, opts PublisherOptions) (*Publisher, error) {
+// New returns a publisher of the log whose note key verifies with logKey,
+// to the witnesses of policy that have a URL. A policy none of whose
+// witnesses has a URL is refused with ErrNoWitnesses: it could never be met
+// by us.
+func New(st Store, policy *checkpoint.Policy, logKey note.Verifier, opts Options) (*Publisher, error) {
 	if st == nil || policy == nil || logKey == nil {
-		return nil, errors.New("witness: NewPublisher needs a store, a policy and the log's key")
+		return nil, errors.New("publish: New needs a store, a policy and the log's key")
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
@@ -132,14 +144,14 @@ func NewPublisher(st PublisherStore, policy *checkpoint.Policy, logKey note.Veri
 			p.log.Warn("publisher: policy witness has no URL; its cosignatures must come from elsewhere", "witness", w.Name)
 			continue
 		}
-		c, err := NewClient(w.URL, opts.HTTPClient)
+		c, err := witness.NewClient(w.URL, opts.HTTPClient)
 		if err != nil {
-			return nil, fmt.Errorf("witness %s: %w", w.Name, err)
+			return nil, fmt.Errorf("publish: witness %s: %w", w.Name, err)
 		}
 		p.workers = append(p.workers, &pubWorker{id: WitnessID(w.Verifier), name: w.Name, v: w.Verifier, client: c, wake: make(chan struct{}, 1)})
 	}
 	if len(p.workers) == 0 && policy.RequiresWitnesses() {
-		return nil, errors.New("witness: no witness of the policy has a URL to publish to")
+		return nil, fmt.Errorf("%w: no witness of the policy has a URL", ErrNoWitnesses)
 	}
 	m, err := newPubMetrics(opts.Registerer)
 	if err != nil {
@@ -229,13 +241,13 @@ func (p *Publisher) work(ctx context.Context, w *pubWorker) {
 				return
 			}
 			delay := p.backoff(pub.Attempts + 1)
-			var se *StatusError
+			var se *witness.StatusError
 			if errors.As(err, &se) && se.RetryAfter > delay {
 				delay = min(se.RetryAfter, p.opts.MaxBackoff)
 			}
 			p.m.failed(w.id)
 			lvl := slog.LevelWarn
-			if errors.Is(err, ErrWitnessAhead) || errors.Is(err, ErrInconsistent) {
+			if errors.Is(err, ErrWitnessAhead) || errors.Is(err, witness.ErrInconsistent) {
 				// Not a flaky network: the witness and this log disagree
 				// about history. Someone must look.
 				lvl = slog.LevelError
@@ -284,16 +296,17 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 		return err
 	}
 	if sc == nil {
-		return fmt.Errorf("no signed checkpoint is kept for queued size %d", size)
+		return fmt.Errorf("%w: size %d", ErrNoCheckpoint, size)
 	}
 	signed, err := checkpoint.Open(sc.Note, note.VerifierList(p.logKey))
 	if err != nil {
-		return fmt.Errorf("the kept checkpoint at %d does not verify with the log's key: %w", size, err)
+		return fmt.Errorf("%w: the checkpoint at %d does not verify with the log's key: %v", ErrNoCheckpoint, size, err)
 	}
 	old, _, err := p.st.LastCosigned(ctx, w.id)
 	if err != nil {
 		return err
 	}
+	cosigned := old
 	for range maxReproves {
 		if old > size {
 			return p.ahead(ctx, w, old, size)
@@ -310,9 +323,13 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 			}
 		}
 		lines, err := w.client.AddCheckpoint(ctx, old, proof, sc.Note)
-		var ce *ConflictError
+		var ce *witness.ConflictError
 		if errors.As(err, &ce) {
-			p.log.Info("publisher: witness is at another size; proving from there", "witness", w.name, "sent_old", old, "witness_size", ce.Size)
+			if ce.Size < cosigned {
+				p.rolledBack(ctx, w, &RollbackError{Witness: w.name, Reported: ce.Size, Cosigned: cosigned})
+			} else {
+				p.log.Info("publisher: witness is at another size; proving from there", "witness", w.name, "sent_old", old, "witness_size", ce.Size)
+			}
 			old = ce.Size
 			continue
 		}
@@ -321,7 +338,7 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 		}
 		line, err := verifiedLine(signed, lines, w.v)
 		if err != nil {
-			return fmt.Errorf("witness %s answered with %w", w.name, err)
+			return fmt.Errorf("witness %s: %w", w.name, err)
 		}
 		if err := p.st.RecordCosignature(ctx, w.id, size, line); err != nil {
 			return fmt.Errorf("keeping the cosignature: %w", err)
@@ -330,7 +347,38 @@ func (p *Publisher) publish(ctx context.Context, w *pubWorker, size uint64) erro
 		p.log.Info("publisher: cosigned", "witness", w.name, "size", size)
 		return p.checkWitnessed(ctx, size)
 	}
-	return fmt.Errorf("witness %s kept changing size (last %d)", w.name, old)
+	return fmt.Errorf("%w: %s (last %d)", ErrWitnessMoving, w.name, old)
+}
+
+// AlarmRecorder is what a Store may also offer to keep alarms where status
+// commands show them (store.AlarmStore). Without it, alarms are logged and
+// counted only.
+type AlarmRecorder interface {
+	RecordWitnessAlarm(ctx context.Context, a store.WitnessAlarm) error
+}
+
+// rolledBack raises the alarm for a witness that reported a size below the
+// largest it cosigned for us: it lost or rolled back its state, so it would
+// now cosign a fork of what it vouched for. The alarm is logged at ERROR,
+// counted, and kept in the store; publishing goes on from the size the
+// witness reports, since a fresh cosignature from it is still worth having
+// and refusing it would hide nothing.
+func (p *Publisher) rolledBack(ctx context.Context, w *pubWorker, rb *RollbackError) {
+	p.m.rollback(w.id)
+	p.log.Error("publisher: ALARM: witness lost or rolled back its state; publishing from its size",
+		"witness", w.name, "reported_size", rb.Reported, "cosigned_size", rb.Cosigned, "err", rb)
+	ar, ok := p.st.(AlarmRecorder)
+	if !ok {
+		return
+	}
+	a := store.WitnessAlarm{
+		Witness: w.id, Kind: store.AlarmWitnessRolledBack, Reported: rb.Reported, Cosigned: rb.Cosigned,
+		At: p.opts.Now(), Detail: rb.Error(),
+	}
+	// A fresh context: the alarm must be kept even as ctx ends.
+	if err := ar.RecordWitnessAlarm(context.WithoutCancel(ctx), a); err != nil {
+		p.log.Error("publisher: keeping a witness alarm", "witness", w.name, "err", err)
+	}
 }
 
 // ahead handles a witness whose size is above the checkpoint queued for it.
@@ -343,9 +391,9 @@ func (p *Publisher) ahead(ctx context.Context, w *pubWorker, witnessSize, size u
 	}
 	if witnessSize > cur.Size {
 		p.m.alarm(w.id)
-		return fmt.Errorf("%w: %s is at %d, the log at %d", ErrWitnessAhead, w.name, witnessSize, cur.Size)
+		return &AheadError{Witness: w.name, WitnessSize: witnessSize, LogSize: cur.Size}
 	}
-	return fmt.Errorf("witness %s is at %d, beyond the queued checkpoint %d; waiting for a newer checkpoint", w.name, witnessSize, size)
+	return fmt.Errorf("%w: %s is at %d, the queued checkpoint %d; waiting for a newer one", ErrSuperseded, w.name, witnessSize, size)
 }
 
 // verifiedLine returns the one signature line in lines by the witness's key,
@@ -355,14 +403,14 @@ func (p *Publisher) ahead(ctx context.Context, w *pubWorker, witnessSize, size u
 func verifiedLine(signed *checkpoint.Signed, lines []byte, v *checkpoint.CosignatureVerifier) ([]byte, error) {
 	with, err := signed.WithSignatures(lines, note.VerifierList(v))
 	if err != nil {
-		return nil, fmt.Errorf("no valid cosignature: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrBadCosignature, err)
 	}
 	for _, s := range with.Signatures() {
 		if s.Name == v.Name() && s.Hash == v.KeyHash() {
 			return []byte("\u2014 " + s.Name + " " + s.Base64 + "\n"), nil
 		}
 	}
-	return nil, errors.New("no cosignature by its key")
+	return nil, fmt.Errorf("%w: no line by its key", ErrBadCosignature)
 }
 
 // checkWitnessed marks size witnessed if the log signature and the
@@ -385,7 +433,7 @@ func (p *Publisher) checkWitnessed(ctx context.Context, size uint64) error {
 // cosignatures kept for it, and reports whether it passes policy.Verify
 // with the policy's log keys plus logs. The note holds verified signatures
 // only. A note that verifies but misses the quorum is returned with false.
-func WitnessedNote(ctx context.Context, st PublisherStore, policy *checkpoint.Policy, logs []note.Verifier, size uint64) ([]byte, bool, error) {
+func WitnessedNote(ctx context.Context, st Store, policy *checkpoint.Policy, logs []note.Verifier, size uint64) ([]byte, bool, error) {
 	sc, err := st.SignedCheckpointAt(ctx, size)
 	if err != nil || sc == nil {
 		return nil, false, err
@@ -418,6 +466,7 @@ type pubMetrics struct {
 	cosignedSize  *prometheus.GaugeVec
 	failures      *prometheus.CounterVec
 	alarms        *prometheus.CounterVec
+	rollbacks     *prometheus.CounterVec
 	witnessedSize prometheus.Gauge
 }
 
@@ -435,13 +484,16 @@ func newPubMetrics(reg prometheus.Registerer) (*pubMetrics, error) {
 		alarms: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runseal_publisher_witness_ahead_total", Help: "Witness answers claiming a size beyond the log: another log under our origin.",
 		}, []string{"witness"}),
+		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runseal_publisher_witness_rollback_total", Help: "Witness answers reporting a size below one it cosigned for us: lost or rolled-back witness state.",
+		}, []string{"witness"}),
 		witnessedSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "runseal_publisher_witnessed_size", Help: "Size of the newest checkpoint whose cosignatures meet the policy.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.cosignedSize, m.failures, m.alarms, m.witnessedSize} {
+	for _, c := range []prometheus.Collector{m.cosignedSize, m.failures, m.alarms, m.rollbacks, m.witnessedSize} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("witness: registering publisher metrics: %w", err)
+			return nil, fmt.Errorf("publish: registering metrics: %w", err)
 		}
 	}
 	return m, nil
@@ -462,6 +514,12 @@ func (m *pubMetrics) failed(w string) {
 func (m *pubMetrics) alarm(w string) {
 	if m != nil {
 		m.alarms.WithLabelValues(w).Inc()
+	}
+}
+
+func (m *pubMetrics) rollback(w string) {
+	if m != nil {
+		m.rollbacks.WithLabelValues(w).Inc()
 	}
 }
 

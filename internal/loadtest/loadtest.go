@@ -6,7 +6,10 @@
 // Each simulated log keeps a real RFC 6962 tree (package log), signs each
 // new checkpoint with its own Ed25519 key, and sends it with a consistency
 // proof from the size the witness last cosigned, one request at a time, as
-// a real log does. So every request costs the witness what a real one
+// a real log does. The load is open-loop: requests are due on a fixed
+// schedule, latency counts from the due time, and answers that arrive after
+// a step ends still count for it (see driver.step), so a witness that falls
+// behind shows it in its latency instead of being sent less. So every request costs the witness what a real one
 // costs: a signature verification, a proof check, a cosignature and a
 // durable write; and it costs the load generator a signature (and a
 // verification of the answer, see Config.VerifyEvery), which on one machine
@@ -35,11 +38,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/time/rate"
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/log"
@@ -134,17 +137,26 @@ type Report struct {
 	LoadAfter  float64 `json:"load_avg_1m_after,omitempty"`
 	BoundP99Ms float64 `json:"latency_bound_p99_ms"` // the latency bound of the run
 	// SustainedQPS is the highest rate of cosigned answers of a step that
-	// kept p99 within the bound with at most 1% errors; P50Ms and P99Ms
-	// are that step's. The escalation also stops at the first step that
-	// falls short of 90% of its target: the witness is saturated.
+	// kept p99 within the bound with at most 1% errors, latency counted
+	// from each request's scheduled time; P50Ms and P99Ms are that step's.
+	// The escalation also stops at the first step that falls short of 90%
+	// of its target: the witness is saturated.
 	SustainedQPS float64 `json:"sustained_qps"`
 	P50Ms        float64 `json:"p50_ms"` // median latency at the sustained step
 	P99Ms        float64 `json:"p99_ms"` // 99th percentile latency at the sustained step
+	// CPUUsPerRequest is the sustained step's CPU time per request (see
+	// Step), and CryptoShare the part of it that is Ed25519 work
+	// (Ceilings.CryptoUsPerRequest over it): the fraction of the crypto
+	// bound the run would reach with the cores all its own. On a busy
+	// machine it is the steadier figure beside SustainedQPS/CryptoBoundQPS.
+	// In process only: against a URL the witness's CPU is not ours to see.
+	CPUUsPerRequest float64 `json:"cpu_us_per_request"`
+	CryptoShare     float64 `json:"crypto_share"`
 	// ErrorsByStatus counts the answers other than 200 over the whole
 	// run, by HTTP status ("transport" for no answer, "bad_cosignature"
 	// for a 200 whose cosignature did not verify).
 	ErrorsByStatus map[string]int64 `json:"errors_by_status"`
-	Requests       int64            `json:"requests"`        // answered within their step, all steps
+	Requests       int64            `json:"requests"`        // scheduled, all steps
 	StoppedBecause string           `json:"stopped_because"` // why the escalation ended
 	Steps          []Step           `json:"steps"`           // every step, in order
 	Ceilings       Ceilings         `json:"ceilings"`        // the machine, measured before the steps
@@ -154,14 +166,19 @@ type Report struct {
 
 // A Step is one rate of the escalation.
 type Step struct {
-	TargetQPS   float64          `json:"target_qps"`       // the rate asked for
-	AchievedQPS float64          `json:"achieved_qps"`     // cosigned answers per second
-	Requests    int64            `json:"requests"`         // answered within the step
-	P50Ms       float64          `json:"p50_ms"`           // median latency of the 200 answers
-	P99Ms       float64          `json:"p99_ms"`           // 99th percentile; -1 if none
-	MaxMs       float64          `json:"max_ms"`           // slowest 200 answer
-	Errors      map[string]int64 `json:"errors,omitempty"` // other answers by status
-	Pass        bool             `json:"pass"`             // p99 within the bound, at most 1% errors
+	TargetQPS   float64 `json:"target_qps"`   // the rate asked for
+	AchievedQPS float64 `json:"achieved_qps"` // cosigned answers to the step's schedule, per second of the step
+	Requests    int64   `json:"requests"`     // scheduled in the step
+	P50Ms       float64 `json:"p50_ms"`       // median latency of the 200 answers, from the scheduled time
+	P99Ms       float64 `json:"p99_ms"`       // 99th percentile; -1 if none
+	MaxMs       float64 `json:"max_ms"`       // slowest 200 answer
+	// CPUUsPerRequest is the CPU time (user and system, all threads) this
+	// process spent during the step per request scheduled: generator and,
+	// in process, witness. Unlike the rates it barely depends on what else
+	// the machine runs, so it is the figure to compare across runs.
+	CPUUsPerRequest float64          `json:"cpu_us_per_request"`
+	Errors          map[string]int64 `json:"errors,omitempty"` // other answers by status; "late": not sent within the drain time
+	Pass            bool             `json:"pass"`             // p99 within the bound, at most 1% errors
 }
 
 // Ceilings are the machine's limits measured in the same run.
@@ -172,11 +189,16 @@ type Ceilings struct {
 	Ed25519SignVerifyPerSec float64 `json:"ed25519_sign_verify_per_sec"`
 	Ed25519SignPerSec       float64 `json:"ed25519_sign_per_sec"`   // signatures per second, all cores
 	Ed25519VerifyPerSec     float64 `json:"ed25519_verify_per_sec"` // verifications per second, all cores
+	Ed25519SignCPUUs        float64 `json:"ed25519_sign_cpu_us"`    // CPU time of one signature
+	Ed25519VerifyCPUUs      float64 `json:"ed25519_verify_cpu_us"`  // CPU time of one verification
 	// CryptoBoundQPS is the request rate at which this machine would do
 	// nothing but Ed25519, counting the generator's work too when the
 	// witness runs in this process: a log signature, a verification of it
 	// and a cosignature, plus the share of cosignatures verified.
 	CryptoBoundQPS float64 `json:"crypto_bound_qps"`
+	// CryptoUsPerRequest is the CPU time of that Ed25519 work per request,
+	// from the CPU time of one signature and one verification.
+	CryptoUsPerRequest float64 `json:"crypto_us_per_request"`
 	// SQLiteCommitsPerSec is single-row transactions per second, one after
 	// another, in WAL mode with synchronous=FULL, in the state file's
 	// directory: what a witness without group commit could sustain. The
@@ -229,6 +251,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Ceilings.CryptoBoundQPS = cryptoBound(rep.Ceilings, cfg)
+	rep.Ceilings.CryptoUsPerRequest = cryptoCPU(rep.Ceilings, cfg)
 
 	// The witness under test.
 	var (
@@ -290,9 +313,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.StoppedBecause = "interrupted"
 			break
 		}
-		g0 := groups.snapshot()
+		g0, cpu0 := groups.snapshot(), cpuTime()
 		step := d.step(ctx, logs, target)
-		g1 := groups.snapshot()
+		g1, cpu1 := groups.snapshot(), cpuTime()
+		if step.Requests > 0 && cpu1 > cpu0 {
+			step.CPUUsPerRequest = round1(float64(cpu1-cpu0) / float64(time.Microsecond) / float64(step.Requests))
+		}
 		step.Pass = step.P99Ms >= 0 && step.P99Ms <= ms(cfg.MaxP99) && errorRate(step) <= 0.01
 		rep.Steps = append(rep.Steps, step)
 		lg.Info("loadtest: step", "target_qps", round1(target), "achieved_qps", step.AchievedQPS,
@@ -328,6 +354,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if best >= 0 {
 		b := rep.Steps[best]
 		rep.SustainedQPS, rep.P50Ms, rep.P99Ms = b.AchievedQPS, b.P50Ms, b.P99Ms
+		rep.CPUUsPerRequest = b.CPUUsPerRequest
+		if b.CPUUsPerRequest > 0 && cfg.URL == "" {
+			rep.CryptoShare = math.Round(rep.Ceilings.CryptoUsPerRequest/b.CPUUsPerRequest*1000) / 1000
+		}
 	}
 	if groups != nil {
 		g := groups.snapshot()
@@ -388,8 +418,9 @@ func newLogs(ctx context.Context, st *witness.Store, cfg Config) ([]*simLog, err
 	return logs, nil
 }
 
-// next grows the log and returns the request for its new checkpoint.
-func (l *simLog) next(ctx context.Context, leaves int) (old uint64, proof [][32]byte, msg []byte, err error) {
+// next grows the log and returns the request for its new checkpoint, with
+// a proof from the size the witness holds as far as the log knows.
+func (l *simLog) next(ctx context.Context, leaves int) (request, error) {
 	vals := make([]log.Hash, leaves)
 	for i := range vals {
 		var b [8]byte
@@ -398,15 +429,15 @@ func (l *simLog) next(ctx context.Context, leaves int) (old uint64, proof [][32]
 	}
 	root, err := log.Append(ctx, &l.nodes, l.size, vals...)
 	if err != nil {
-		return 0, nil, nil, err
+		return request{}, err
 	}
 	l.size += uint64(leaves)
 	p, err := log.ConsistencyProof(ctx, &l.nodes, l.cosigned, l.size)
 	if err != nil {
-		return 0, nil, nil, err
+		return request{}, err
 	}
-	msg, err = checkpoint.Sign(checkpoint.Checkpoint{Origin: l.origin, Size: l.size, Root: root}, l.signer)
-	return l.cosigned, p, msg, err
+	msg, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: l.origin, Size: l.size, Root: root}, l.signer)
+	return request{old: l.cosigned, proof: p, msg: msg, size: l.size}, err
 }
 
 // ---- the driver -------------------------------------------------------------
@@ -419,46 +450,80 @@ type driver struct {
 }
 
 type result struct {
-	lat    time.Duration
-	status string // "200" or the error class
+	lat    time.Duration // from the request's scheduled time to its answer
+	status string        // "200" or the error class
 }
 
-// step runs every log against a shared token bucket of rate target for
-// cfg.Step and reports what was answered in that time.
+// statusLate is the class of a request the generator could not even send
+// within the step's drain time: the witness was too far behind.
+const statusLate = "late"
+
+// step drives the logs open-loop at target requests per second for
+// cfg.Step and reports every request scheduled in it.
+//
+// The schedule is fixed in advance: request k of the step is due at
+// start + k/target, and goes to log k mod Logs, so each log sends at
+// target/Logs evenly spaced. A log sends one request at a time, as a real
+// log must (each proof starts from the size the last answer gave), so a
+// request whose log is still waiting for an earlier answer is sent late;
+// its latency is measured from its scheduled time all the same, so a slow
+// witness shows as latency rather than as fewer requests (no coordinated
+// omission). The step waits for the answers of every request it scheduled,
+// including those that arrive after its end; a request that could not be
+// sent within the drain time (the larger of the step and ten latency
+// bounds) after its due time is counted as an error, "late".
 func (d *driver) step(ctx context.Context, logs []*simLog, target float64) Step {
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.Step)
-	defer cancel()
-	lim := rate.NewLimiter(rate.Limit(target), max(1, int(target/50)))
+	n := max(1, int(target*d.cfg.Step.Seconds()))
+	interval := time.Duration(float64(time.Second) / target)
+	drain := max(d.cfg.Step, 10*d.cfg.MaxP99)
 	var (
 		mu      sync.Mutex
-		results = make([]result, 0, int(target*d.cfg.Step.Seconds())+len(logs))
+		results = make([]result, 0, n)
 		wg      sync.WaitGroup
-		okCount atomic.Int64
 	)
-	start := time.Now()
-	for _, l := range logs {
+	// A short lead lets every log's goroutine be waiting before the first
+	// request is due.
+	start := time.Now().Add(20 * time.Millisecond)
+	for i, l := range logs {
+		if i >= n {
+			break
+		}
 		wg.Go(func() {
-			for {
-				if err := lim.Wait(sctx); err != nil {
+			var mine []result
+			defer func() {
+				mu.Lock()
+				results = append(results, mine...)
+				mu.Unlock()
+			}()
+			for k := i; k < n; k += len(logs) {
+				req, err := l.next(ctx, d.cfg.Leaves)
+				if err != nil {
+					mine = append(mine, result{status: "generator"})
+					continue
+				}
+				due := start.Add(time.Duration(k) * interval)
+				if wait := time.Until(due); wait > 0 {
+					t := time.NewTimer(wait)
+					select {
+					case <-ctx.Done():
+						t.Stop()
+						return
+					case <-t.C:
+					}
+				} else if -wait > drain {
+					for ; k < n; k += len(logs) {
+						mine = append(mine, result{status: statusLate})
+					}
 					return
 				}
-				r := d.one(ctx, l)
-				if time.Since(start) > d.cfg.Step {
-					return // answered after the step: not this step's
-				}
-				if r.status == "200" {
-					okCount.Add(1)
-				}
-				mu.Lock()
-				results = append(results, r)
-				mu.Unlock()
+				r := d.send(ctx, l, req)
+				r.lat = time.Since(due)
+				mine = append(mine, r)
 			}
 		})
 	}
 	wg.Wait()
-	elapsed := min(time.Since(start), d.cfg.Step)
 	st := Step{TargetQPS: round1(target), Requests: int64(len(results))}
-	st.AchievedQPS = round1(float64(okCount.Load()) / elapsed.Seconds())
 	lats := make([]time.Duration, 0, len(results))
 	for _, r := range results {
 		if r.status == "200" {
@@ -470,6 +535,9 @@ func (d *driver) step(ctx context.Context, logs []*simLog, target float64) Step 
 		}
 		st.Errors[r.status]++
 	}
+	// The rate of cosigned answers to the step's schedule: every request
+	// due within the step counts, whenever its answer came.
+	st.AchievedQPS = round1(float64(len(lats)) / d.cfg.Step.Seconds())
 	slices.Sort(lats)
 	st.P50Ms, st.P99Ms = ms(percentile(lats, 0.50)), ms(percentile(lats, 0.99))
 	if len(lats) > 0 {
@@ -480,24 +548,28 @@ func (d *driver) step(ctx context.Context, logs []*simLog, target float64) Step 
 	return st
 }
 
-// one makes one request for l and classifies the answer. The log's view of
+// A request is one add-checkpoint request of a simulated log, prepared
+// before it is due.
+type request struct {
+	old   uint64
+	proof [][32]byte
+	msg   []byte
+	size  uint64
+}
+
+// send makes one request for l and classifies the answer. The log's view of
 // the witness's size follows the answer, as a publisher's would.
-func (d *driver) one(ctx context.Context, l *simLog) result {
-	old, proof, msg, err := l.next(ctx, d.cfg.Leaves)
-	if err != nil {
-		return result{status: "generator"}
-	}
-	t0 := time.Now()
-	lines, err := d.client.AddCheckpoint(ctx, old, proof, msg)
-	r := result{lat: time.Since(t0)}
+func (d *driver) send(ctx context.Context, l *simLog, req request) result {
+	lines, err := d.client.AddCheckpoint(ctx, req.old, req.proof, req.msg)
+	var r result
 	var ce *witness.ConflictError
 	var se *witness.StatusError
 	switch {
 	case err == nil:
 		r.status = "200"
-		l.cosigned = l.size
+		l.cosigned = req.size
 		l.n++
-		if d.nverifiers > 0 && d.cfg.VerifyEvery > 0 && l.n%uint64(d.cfg.VerifyEvery) == 0 && !d.verify(msg, lines) {
+		if d.nverifiers > 0 && d.cfg.VerifyEvery > 0 && l.n%uint64(d.cfg.VerifyEvery) == 0 && !d.verify(req.msg, lines) {
 			r.status = "bad_cosignature"
 		}
 	case errors.As(err, &ce):
@@ -610,15 +682,31 @@ func startWitness(ctx context.Context, path string, lg *slog.Logger) (string, *w
 // process) the witness's verification of it and its cosignature, plus the
 // generator's verification of the share of answers it checks.
 func cryptoBound(c Ceilings, cfg Config) float64 {
-	signs, verifies := 1.0, 0.0
+	signs, verifies := cryptoWork(cfg)
+	// The rates are for all cores, so the core-seconds cancel out.
+	return round1(1 / (signs/c.Ed25519SignPerSec + verifies/c.Ed25519VerifyPerSec))
+}
+
+// cryptoCPU is the CPU time of the Ed25519 work of one request, in
+// microseconds.
+func cryptoCPU(c Ceilings, cfg Config) float64 {
+	signs, verifies := cryptoWork(cfg)
+	return round1(signs*c.Ed25519SignCPUUs + verifies*c.Ed25519VerifyCPUUs)
+}
+
+// cryptoWork counts the Ed25519 signatures and verifications this machine
+// does per request: the log's signature and (in process) the witness's
+// verification of it and its cosignature, plus the generator's
+// verification of the share of answers it checks.
+func cryptoWork(cfg Config) (signs, verifies float64) {
+	signs, verifies = 1.0, 0.0
 	if cfg.URL == "" {
 		signs, verifies = 2, 1
 	}
 	if cfg.VerifyEvery > 0 && (cfg.URL == "" || len(cfg.WitnessVKeys) > 0) {
 		verifies += 1 / float64(cfg.VerifyEvery)
 	}
-	// The rates are for all cores, so the core-seconds cancel out.
-	return round1(1 / (signs/c.Ed25519SignPerSec + verifies/c.Ed25519VerifyPerSec))
+	return signs, verifies
 }
 
 // measureCeilings measures Ed25519 on every core and durable single-row
@@ -635,8 +723,8 @@ func measureCeilings(ctx context.Context, dir string, d time.Duration) (Ceilings
 			panic("loadtest: Ed25519 self-check failed")
 		}
 	})
-	c.Ed25519SignPerSec = parallelRate(par, d, func() { ed25519.Sign(priv, msg) })
-	c.Ed25519VerifyPerSec = parallelRate(par, d, func() { ed25519.Verify(pub, msg, sig) })
+	c.Ed25519SignPerSec, c.Ed25519SignCPUUs = parallelRateCPU(par, d, func() { ed25519.Sign(priv, msg) })
+	c.Ed25519VerifyPerSec, c.Ed25519VerifyCPUUs = parallelRateCPU(par, d, func() { ed25519.Verify(pub, msg, sig) })
 	lats, rate, err := sqliteCommits(ctx, dir, d)
 	if err != nil {
 		return c, err
@@ -647,6 +735,19 @@ func measureCeilings(ctx context.Context, dir string, d time.Duration) (Ceilings
 		c.SQLiteCommitMaxMs = ms(lats[len(lats)-1])
 	}
 	return c, nil
+}
+
+// parallelRateCPU is parallelRate that also returns the CPU time one op
+// took, in microseconds, from getrusage: on a busy machine the rate falls
+// but the CPU time per op hardly moves.
+func parallelRateCPU(par int, d time.Duration, op func()) (perSec, cpuUs float64) {
+	var n int64
+	cpu0 := cpuTime()
+	perSec = parallelRate(par, d, func() { op(); atomic.AddInt64(&n, 1) })
+	if cpu := cpuTime() - cpu0; n > 0 && cpu > 0 {
+		cpuUs = math.Round(float64(cpu)/float64(time.Microsecond)/float64(n)*100) / 100
+	}
+	return perSec, cpuUs
 }
 
 func parallelRate(par int, d time.Duration, op func()) float64 {
@@ -704,6 +805,16 @@ func sqliteCommits(ctx context.Context, dir string, d time.Duration) ([]time.Dur
 	}
 	slices.Sort(lats)
 	return lats, round1(float64(len(lats)) / time.Since(start).Seconds()), nil
+}
+
+// cpuTime returns this process's user and system CPU time so far, or 0
+// where getrusage is missing.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // loadAvg returns the 1-minute load average, or 0 where it is unknown.
