@@ -13,7 +13,7 @@ import (
 // ErrLocked is the class of the error New returns when
 // another JournalStorage, in this process or another, already writes the
 // journal tenant's lifecycle records. The error is also of KindConflict.
-var ErrLocked = errors.New("lifecycle: the journal's lifecycle writer lock is held")
+var ErrLocked = errors.New("the journal's lifecycle writer lock is held by another storage")
 
 // LockedError is the refusal of a second JournalStorage: it names the lock
 // file and, when the holder wrote it, the holder's process id. It unwraps to
