@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runseal/runseal/internal/pgtest"
 	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 	if arg := os.Getenv(lockChildEnv); arg != "" {
 		os.Exit(lockChild(arg))
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // lockChild is the second process: it opens the journal and a
