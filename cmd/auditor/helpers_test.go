@@ -106,6 +106,20 @@ func (e *env) write(name, content string) string {
 	return p
 }
 
+// fullPolicy writes the policy an operator hands over: its log line is the
+// log key, then both witnesses, both needed.
+func (e *env) fullPolicy() string {
+	var ks []string
+	for _, n := range []string{"log.vkey", "w1.vkey", "w2.vkey"} {
+		b, err := os.ReadFile(filepath.Join(e.dir, n))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ks = append(ks, strings.TrimSpace(string(b)))
+	}
+	return e.write("full.policy", fmt.Sprintf("log %s\nwitness w1 %s\nwitness w2 %s\ngroup both 2 w1 w2\nquorum both\n", ks[0], ks[1], ks[2]))
+}
+
 // args appends the trust flags; verify also gets the disclosure key.
 func (e *env) args(extra ...string) []string {
 	out := append(extra, e.trust...)
@@ -219,6 +233,22 @@ func (f *fakeServe) handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(n)
+	})
+	mux.HandleFunc("GET /v1/checkpoint/{size}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		size, err := strconv.ParseUint(r.PathValue("size"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		cp, err := f.j.(store.CheckpointStore).CheckpointAt(r.Context(), size)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(f.e.signNote(cp, 0))
 	})
 	mux.HandleFunc("GET /v1/proof/consistency", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()

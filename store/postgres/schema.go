@@ -165,6 +165,17 @@ CREATE TABLE {S}.disclosures(
 	act    jsonb NOT NULL,
 	PRIMARY KEY (tenant, id));
 `},
+	{"witness alarms", `
+CREATE TABLE {S}.witness_alarms(
+	tenant   text COLLATE "C" NOT NULL,
+	witness  text COLLATE "C" NOT NULL,
+	kind     text COLLATE "C" NOT NULL,
+	reported bigint NOT NULL CHECK (reported >= 0),
+	cosigned bigint NOT NULL CHECK (cosigned >= 0),
+	at       timestamptz NOT NULL,
+	detail   text NOT NULL,
+	PRIMARY KEY (tenant, witness, kind, reported, cosigned));
+`},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is
