@@ -30,8 +30,14 @@ type RestoreReport struct {
 	Awaiting uint64 `json:"awaiting"`
 	// OriginChanged is true when the target's log has another origin (a
 	// new journal or tenant): the tree is the same, its name is not.
-	OriginChanged bool     `json:"origin_changed"`
-	NotCarried    []string `json:"not_carried"`
+	OriginChanged bool `json:"origin_changed"`
+	// Resumed is true for a resumed restore; ResumedRecords and
+	// ResumedLeaves count what the target already held (Records and Sealed
+	// include them).
+	Resumed        bool     `json:"resumed"`
+	ResumedRecords uint64   `json:"resumed_records"`
+	ResumedLeaves  uint64   `json:"resumed_leaves"`
+	NotCarried     []string `json:"not_carried"`
 }
 
 // Faithful reports whether the rebuilt log is the exported one: the same
@@ -77,12 +83,28 @@ var notCarried = []string{
 // own indexes. The file must not change during the restore; if its digest
 // differs between the readings, Restore fails.
 func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreReport, error) {
+	return RestoreWith(ctx, j, r, RestoreOptions{})
+}
+
+// RestoreOptions changes what Restore accepts in the target.
+type RestoreOptions struct {
+	// Resume finishes an interrupted restore of the same export: the
+	// target may hold a prefix of any exported run (its last record's hash
+	// must be the export's at that seq) and a prefix of the export's log
+	// (its root must be the export's leaves' root at that size). Only the
+	// missing records are appended and the missing leaves sealed, so no run
+	// is duplicated. A target holding anything else is refused, naming it.
+	Resume bool
+}
+
+// RestoreWith is Restore with options.
+func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts RestoreOptions) (*RestoreReport, error) {
 	// A sealing store that writes restored bytes verbatim (store/sealed)
 	// can hold an export; one that would seal them again cannot.
 	if v, ok := j.(interface{ WritesRawVerbatim() bool }); j.Seals() && !(ok && v.WritesRawVerbatim()) {
 		return nil, &RestoreRefusedError{Reason: "the target store rewrites payloads on append (Seals() is true), so it cannot hold the exported bytes"}
 	}
-	rep := &RestoreReport{NotCarried: notCarried}
+	rep := &RestoreReport{NotCarried: notCarried, Resumed: opts.Resume}
 
 	// Reading 1: validate everything, collect the log positions, and
 	// check the target, writing nothing. What spans the whole file (which
@@ -97,14 +119,22 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	defer keys.close()
 	var lastEpoch store.Epoch
 	var effects map[store.Digest]bool
+	var held store.Head // the target's head of the current run (Resume)
 	sc := &exportScanner{
 		onRun: func(blk *runBlock) error {
 			h, err := j.Head(ctx, blk.Run)
 			if err != nil {
 				return err
 			}
+			switch {
+			case h.Seq != 0 && !opts.Resume:
+				return &RestoreRefusedError{Reason: fmt.Sprintf("the target already holds run %s; restore rebuilds history and never merges (if an earlier restore of this export was interrupted, resume it)", blk.Run)}
+			case uint64(h.Seq) > blk.Records:
+				return &RestoreRefusedError{Reason: fmt.Sprintf("the target's run %s has %d records, the export's %d: the target is not a partial restore of this export", blk.Run, h.Seq, blk.Records)}
+			}
+			held = h
 			if h.Seq != 0 {
-				return &RestoreRefusedError{Reason: fmt.Sprintf("the target already holds run %s; restore rebuilds history and never merges", blk.Run)}
+				rep.ResumedRecords += uint64(h.Seq)
 			}
 			clear(effects)
 			if effects == nil {
@@ -117,6 +147,9 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 			if err := store.ValidateEpoch(rec.body.Epoch); err != nil {
 				return &FormatError{Detail: fmt.Sprintf("run %s seq %d: %v", blk.Run, rec.body.Seq, err)}
 			}
+			if rec.body.Seq == held.Seq && rec.hash != held.Hash {
+				return &RestoreRefusedError{Reason: fmt.Sprintf("the target's run %s seq %d has hash %s, the export's %s: the target is not a partial restore of this export", blk.Run, held.Seq, held.Hash, rec.hash)}
+			}
 			if k := rec.body.EffectKey; rec.body.Kind == store.KindEffectStarted && k != nil {
 				if effects[*k] {
 					return &FormatError{Detail: fmt.Sprintf("run %s seq %d: effect %s started twice", blk.Run, rec.body.Seq, *k)}
@@ -127,11 +160,11 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 				if err := keys.add(store.Sum([]byte(a.Key)), blk.Run); err != nil {
 					return err
 				}
-				holder, held, err := j.AdmittedAs(ctx, a.Key)
+				holder, has, err := j.AdmittedAs(ctx, a.Key)
 				if err != nil {
 					return err
 				}
-				if held {
+				if ours := opts.Resume && holder == blk.Run && rec.body.Seq <= held.Seq; has && !ours {
 					return &RestoreRefusedError{Reason: fmt.Sprintf("the target's run %s already holds admission key %q", holder, a.Key)}
 				}
 			}
@@ -165,14 +198,40 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	if tr.Sealed != hdr.Checkpoint.Size {
 		return nil, refusal(&FormatError{Detail: fmt.Sprintf("%d runs carry a leaf, the log has %d", tr.Sealed, hdr.Checkpoint.Size)})
 	}
+	target, err := j.Checkpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case target.Size != 0 && !opts.Resume:
+		return nil, &RestoreRefusedError{Reason: fmt.Sprintf("the target's log already has %d leaves; restore rebuilds a log and never appends to one (if an earlier restore of this export was interrupted, resume it)", target.Size)}
+	case target.Size > hdr.Checkpoint.Size:
+		return nil, &RestoreRefusedError{Reason: fmt.Sprintf("the target's log has %d leaves, the export's %d: the target is not a partial restore of this export", target.Size, hdr.Checkpoint.Size)}
+	}
+	rep.OriginChanged = target.Origin != hdr.Checkpoint.Origin
 	rf := compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 	cr := rf.NewEmptyRange(0)
-	err = slots.each(hdr.Checkpoint.Size, func(_ uint64, s *logSlot) error {
+	prefixRoot := func() (store.Digest, error) {
+		if cr.End() == 0 {
+			return store.Digest(log.EmptyRoot()), nil
+		}
+		rh, err := cr.GetRootHash(nil)
+		return store.Digest(rh), err
+	}
+	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
+		if i == target.Size && target.Size != 0 {
+			if pr, err := prefixRoot(); err != nil || pr != target.Root {
+				return &RestoreRefusedError{Reason: fmt.Sprintf("the target's log of %d leaves has root %s, the export's first %d leaves make %s: the target is not a partial restore of this export", target.Size, target.Root, target.Size, pr)}
+			}
+		}
 		lh := log.LeafHash(log.Hash(s.leaf))
 		return cr.Append(lh[:], nil)
 	})
 	if err != nil {
 		return nil, refusal(err)
+	}
+	if target.Size != 0 && target.Size == hdr.Checkpoint.Size && target.Root != hdr.Checkpoint.Root {
+		return nil, &RestoreRefusedError{Reason: fmt.Sprintf("the target's log of %d leaves has root %s, the export's %s: the target is not a partial restore of this export", target.Size, target.Root, hdr.Checkpoint.Root)}
 	}
 	root := log.EmptyRoot()
 	if hdr.Checkpoint.Size > 0 {
@@ -185,14 +244,6 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	if store.Digest(root) != hdr.Checkpoint.Root {
 		return nil, refusal(&FormatError{Detail: fmt.Sprintf("the exported leaves make root %x, the header says %s", root, hdr.Checkpoint.Root)})
 	}
-	target, err := j.Checkpoint(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if target.Size != 0 {
-		return nil, &RestoreRefusedError{Reason: fmt.Sprintf("the target's log already has %d leaves; restore rebuilds a log and never appends to one", target.Size)}
-	}
-	rep.OriginChanged = target.Origin != hdr.Checkpoint.Origin
 
 	// Reading 2: replay.
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
@@ -200,6 +251,14 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 	}
 	rp := &replayer{ctx: ctx, j: j}
 	sc2 := &exportScanner{
+		onRun: func(blk *runBlock) error {
+			if !opts.Resume {
+				return nil
+			}
+			h, err := j.Head(ctx, blk.Run)
+			rp.skip = h.Seq
+			return err
+		},
 		onRecord: rp.add,
 		onRunEnd: func(*runBlock, string, string) error { return rp.flush() },
 	}
@@ -214,6 +273,11 @@ func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreRep
 
 	// Seal in log order, which rebuilds the tree leaf for leaf.
 	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
+		if i < target.Size {
+			rep.Sealed++
+			rep.ResumedLeaves++
+			return nil
+		}
 		leaf, err := j.Seal(ctx, s.run, s.epoch, s.outcome)
 		if err != nil {
 			return fmt.Errorf("restore: seal run %s (leaf %d): %w", s.run, i, err)
@@ -253,6 +317,7 @@ type replayer struct {
 	batch  []store.Append
 	hashes []store.Digest
 	bytes  int
+	skip   store.Seq // records of the current run the target already holds
 }
 
 const (
@@ -261,6 +326,9 @@ const (
 )
 
 func (p *replayer) add(_ *runBlock, rec *scannedRecord) error {
+	if rec.body.Seq <= p.skip {
+		return nil
+	}
 	if len(p.batch) > 0 && (rec.body.Epoch != p.epoch || len(p.batch) == maxReplayRecords || p.bytes+len(rec.raw) > maxReplayBytes) {
 		if err := p.flush(); err != nil {
 			return err

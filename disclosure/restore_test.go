@@ -360,3 +360,104 @@ func TestKeySpill_DuplicateAcrossMerges(t *testing.T) {
 		}
 	}
 }
+
+// stopAfter lets n appends or seals through and then fails every write, as
+// a restore killed between two of its transactions leaves the target.
+type stopAfter struct {
+	store.Journal
+	n int
+}
+
+var errStopped = errors.New("stopped")
+
+func (s *stopAfter) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
+	if s.n == 0 {
+		return nil, errStopped
+	}
+	s.n--
+	return s.Journal.Append(ctx, epoch, batch)
+}
+
+func (s *stopAfter) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
+	if s.n == 0 {
+		return store.Digest{}, errStopped
+	}
+	s.n--
+	return s.Journal.Seal(ctx, run, epoch, outcome)
+}
+
+// Issue 17 item 5: a restore interrupted after any of its writes (within
+// a run, between runs, between seals) is finished by a resumed restore of
+// the same export, with no run duplicated: the rebuilt journal exports to
+// the same runs and log. A plain restore of the partial target is refused
+// and says to resume.
+func TestRestore_ResumeAfterInterruption(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	want, _ := w.j.Checkpoint(ctx)
+	for n := 0; ; n++ {
+		target := openJournal(t, testOrigin)
+		_, err := Restore(ctx, &stopAfter{Journal: target, n: n}, bytes.NewReader(exp))
+		if err == nil {
+			if n < 5 {
+				t.Fatalf("the whole restore took %d writes", n)
+			}
+			break
+		}
+		if !errors.Is(err, errStopped) {
+			t.Fatalf("after %d writes: %v", n, err)
+		}
+		if n > 0 {
+			_, err = Restore(ctx, target, bytes.NewReader(exp))
+			var rr *RestoreRefusedError
+			if !errors.As(err, &rr) || !strings.Contains(err.Error(), "resume it") {
+				t.Fatalf("after %d writes, a plain restore of the partial target: %v", n, err)
+			}
+		}
+		rep, err := RestoreWith(ctx, target, bytes.NewReader(exp), RestoreOptions{Resume: true})
+		if err != nil {
+			t.Fatalf("resume after %d writes: %v", n, err)
+		}
+		if !rep.Faithful() || rep.Rebuilt.Size != want.Size || rep.Runs != 5 || rep.Records != 16 || rep.Sealed != 3 || !rep.Resumed {
+			t.Fatalf("resume after %d writes: report %+v", n, rep)
+		}
+		exp2 := export(t, target)
+		if !bytes.Equal(exp[bytes.IndexByte(exp, '\n'):], exp2[bytes.IndexByte(exp2, '\n'):]) {
+			t.Fatalf("resume after %d writes: the restored journal's export differs", n)
+		}
+		// Resuming a finished restore changes nothing.
+		rep, err = RestoreWith(ctx, target, bytes.NewReader(exp), RestoreOptions{Resume: true})
+		if err != nil || rep.ResumedRecords != 16 || rep.ResumedLeaves != 3 {
+			t.Fatalf("resume of a finished restore: %+v %v", rep, err)
+		}
+	}
+}
+
+// Resume accepts only a prefix of the export's own history.
+func TestRestore_ResumeRefusesOtherHistory(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	resume := func(name string, j store.Journal, want string) {
+		t.Helper()
+		_, err := RestoreWith(ctx, j, bytes.NewReader(exp), RestoreOptions{Resume: true})
+		var rr *RestoreRefusedError
+		if !errors.As(err, &rr) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	other := openJournal(t, testOrigin)
+	appendAll(t, other, 1, noteRec(w.C, store.CaseID{}, "mine"))
+	resume("a run with other records", other, "is not a partial restore of this export")
+
+	logged := openJournal(t, testOrigin)
+	x := runID(0x55)
+	appendAll(t, logged, 1, conclude(x, "succeeded"))
+	seal(t, logged, x, 1, "succeeded")
+	resume("a log with another leaf", logged, "is not a partial restore of this export")
+
+	keyed := openJournal(t, testOrigin)
+	appendAll(t, keyed, 1, store.Append{Run: runID(0x56), Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"order-A"}`)})
+	resume("a key held by another run", keyed, "already holds admission key")
+}
