@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runseal/runseal/store"
+)
+
+// Issue 17 item 5: "journal restore" killed with SIGKILL mid-restore, and
+// then "journal restore --resume" killed too, is finished by a last
+// "journal restore --resume" on the same target: the target verifies and
+// exports to exactly the source's runs and log, so no run was duplicated
+// or lost. A plain restore of the partial target is refused.
+func TestRestoreSIGKILLThenResume(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	runs := 1200
+	if testing.Short() {
+		runs = 400
+	}
+	src := newJournal(t)
+	s := openStore(t, src, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < runs; i += 8 {
+				var run store.RunID
+				run[0], run[14], run[15] = 0x07, byte(i>>8), byte(i)
+				batch := []store.Append{
+					{Run: run, Kind: store.KindRunAdmitted, Fields: fmt.Appendf(nil, `{"admission_key":"k-%d"}`, i)},
+					{Run: run, Kind: "Note", Fields: []byte(`{"text":"x"}`)},
+					{Run: run, Kind: store.KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)},
+				}
+				if _, err := s.Append(ctx, 1, batch); err != nil {
+					errs <- err
+					return
+				}
+				if i%3 != 0 { // a third stay unsealed
+					if _, err := s.Seal(ctx, run, 1, "succeeded"); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	exportFile := filepath.Join(t.TempDir(), "export.jsonl")
+	mustCLI(t, src, "", "export", "--out", exportFile)
+
+	target := newJournal(t)
+	journal := func(args ...string) *exec.Cmd {
+		c := exec.Command(exe, append([]string{"--db", target}, args...)...)
+		c.Env = append(os.Environ(), childEnv+"=cli")
+		return c
+	}
+	if _, err := os.Stat("/proc/self/io"); err != nil {
+		t.Skip("needs /proc/PID/io to see the child write")
+	}
+	for round, args := range [][]string{{"restore", exportFile}, {"restore", "--resume", exportFile}} {
+		c := journal(args...)
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { c.Wait(); close(exited) }()
+		// Wait until the child has written a random amount (its first
+		// reading writes only its temporary files, ~100 KB here; the whole
+		// restore writes several times the upper bound), then kill it.
+		mark := int64(512<<10 + rand.IntN(3<<20))
+		for written(c.Process.Pid) < mark {
+			select {
+			case <-exited:
+				t.Fatalf("round %d: %v ended before it was killed: %s", round, args, out.String())
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: %v was not killed mid-restore: %s", round, args, out.String())
+		}
+		if round == 0 {
+			r := cli(t, target, "", "restore", exportFile)
+			if r.code == 0 || !strings.Contains(r.stderr, "resume") {
+				t.Fatalf("a plain restore of the partial target: exit %d: %s", r.code, r.stderr)
+			}
+		}
+	}
+	r := cli(t, target, "", "restore", "--resume", "--json", exportFile)
+	if r.code != 0 || !strings.Contains(r.stdout, `"resumed":true`) {
+		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("resumed: %s", strings.TrimSpace(r.stdout))
+	mustCLI(t, target, "", "verify", "--all")
+	again := filepath.Join(t.TempDir(), "again.jsonl")
+	mustCLI(t, target, "", "export", "--out", again)
+	a, _ := os.ReadFile(exportFile)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a[bytes.IndexByte(a, '\n'):], b[bytes.IndexByte(b, '\n'):]) {
+		t.Fatal("the resumed journal's export differs from the source's beyond its header")
+	}
+}
+
+// written is the bytes process pid has passed to write calls so far
+// (wchar of /proc/PID/io), or 0.
+func written(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
