@@ -53,6 +53,9 @@ func FuzzDecodeRecordBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		got, gotFacts, err := decodeRecordBody(raw)
 		want, werr := store.DecodeBody(raw)
+		if werr == nil {
+			werr = checkBodyRules(want)
+		}
 		var wantFacts store.Facts
 		if werr == nil && storeReadKind(want.Kind) {
 			wantFacts, werr = store.ReadFacts(want)

@@ -199,7 +199,7 @@ func TestDisclose(t *testing.T) {
 	dest := filepath.Join(dir, "pkg.jsonl")
 	by := store.Operator{Actor: "alice", Basis: store.Authenticated}
 	req := Request{Selection: Selection{Runs: []store.RunID{w.A}, Cases: []store.CaseID{w.X}}, Checkpoint: w.signed(t),
-		Recipient: "auditor@example.com", By: by, Now: func() time.Time { return time.Unix(1767225600, 0) }}
+		Recipient: "auditor@example.com", By: by, Key: w.k.discSigner, Now: func() time.Time { return time.Unix(1767225600, 0) }}
 
 	// The act is recorded in the journal's own register (store/sqlite).
 	act, err := Disclose(ctx, w.j, w.j, dest, req)

@@ -81,20 +81,32 @@ func loadSigner(path, origin string) (note.Signer, string, error) {
 }
 
 func (a *app) keyCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, disc bool
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "Print the log's verifier key (never the private key)",
 		Long: `Print the verifier key of the log's note key for this tenant's origin: what
 witnesses, auditors and monitors configure to check this journal's
 checkpoints. The private key stays in its file (--key, $RUNSEAL_KEY, else the
-journal path + ".key").`,
+journal path + ".key").
+
+--disclosure prints the journal's disclosure verifier key instead: the key
+that signs each disclosure package's statement (never the log key), which
+auditors give "auditor verify --disclosure-key". It is created on first use
+beside the log key (journal.db.disclosure.key, mode 0600).`,
 		Example: `  journal key
+  journal key --disclosure > disclosure.vkey
   journal key --tenant acme --json`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				_, vkey, err := loadSigner(a.keyPath(), s.Origin())
+				var vkey string
+				var err error
+				if disc {
+					_, vkey, err = a.disclosureKey(s.Origin(), true)
+				} else {
+					_, vkey, err = loadSigner(a.keyPath(), s.Origin())
+				}
 				if err != nil {
 					return err
 				}
@@ -107,6 +119,7 @@ journal path + ".key").`,
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {origin, vkey} as JSON")
+	cmd.Flags().BoolVar(&disc, "disclosure", false, "print the disclosure verifier key (creating the key if the journal has none yet)")
 	return cmd
 }
 

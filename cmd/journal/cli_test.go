@@ -346,7 +346,7 @@ func TestTamperDetected(t *testing.T) {
 			expect(t, cli(t, db, "", "verify", run.String()), exitFailure, "verification FAILED", run.String(), seq)
 			r := cli(t, db, "", "verify", "--all", "--json")
 			expect(t, r, exitFailure, "verification FAILED for 1 of 2 runs", seq)
-			if !strings.Contains(r.stdout, `"run":"`+good.String()+`","ok":true`) || !strings.Contains(r.stdout, `"summary":{"failed":1,"runs":2}`) {
+			if !strings.Contains(r.stdout, `"run":"`+good.String()+`","ok":true`) || !strings.Contains(r.stdout, `"summary":{"failed":1,"runs":2,`) {
 				t.Errorf("verify --all --json = %s", r.stdout)
 			}
 			if tc.name != "truncated tail" { // read has no head to compare a tail to
