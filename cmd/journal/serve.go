@@ -55,6 +55,7 @@ type serveConfig struct {
 	maxRetry  time.Duration
 	pollEvery time.Duration
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
+	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
 }
 
@@ -176,7 +177,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: c.routes}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}

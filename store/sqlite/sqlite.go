@@ -71,6 +71,10 @@ type file struct {
 	log    *slog.Logger
 	refs   atomic.Int64 // open Store handles over this file
 
+	tokenOnce sync.Once // prepares tokenStmt on the read pool, on first use
+	tokenStmt *sql.Stmt
+	tokenErr  error
+
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
 	ops       chan *op
@@ -157,7 +161,14 @@ func (s *Store) Close() error {
 	}
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.done
-	return errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
+	var stmtErr error
+	// Synchronise with a TokenByID that prepared the statement, and keep
+	// any later one from preparing it on a closed pool.
+	s.tokenOnce.Do(func() { s.tokenErr = store.ErrClosed })
+	if s.tokenStmt != nil {
+		stmtErr = s.tokenStmt.Close()
+	}
+	return errors.Join(s.closeHot(), stmtErr, s.rdb.Close(), s.wdb.Close())
 }
 
 // ForTenant returns tenant's view of the same open file: its own rows, the
