@@ -62,8 +62,9 @@ const (
 	RoleAny                // any valid token of any tenant (metrics)
 )
 
-// HandlerFunc answers one request for tenant t; an error is answered by
-// the server's one mapping of errors to statuses.
+// HandlerFunc answers one request for tenant t (nil for RoleAny, which is
+// not tenant-scoped); an error is answered by the server's one mapping of
+// errors to statuses.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, t *Tenant) error
 
 // Route is an extra route to serve (a tile endpoint, say), authorized and
