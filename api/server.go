@@ -288,7 +288,10 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 			return
 		default:
 		}
-		name := r.URL.Query().Get("tenant")
+		name := r.PathValue("tenant") // a route's own tenant segment (/tiles/{tenant}/...)
+		if name == "" {
+			name = r.URL.Query().Get("tenant")
+		}
 		if name == "" {
 			name = store.DefaultTenant
 		}

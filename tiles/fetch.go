@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/runseal/runseal/log"
 )
 
 // MaxCheckpointSize bounds a fetched checkpoint note: a note of 100
@@ -130,11 +132,14 @@ type Cache struct {
 	mu  sync.Mutex
 	max int
 	m   map[string][]byte
+	// inner memoizes the internal levels of cached hash tiles, derived
+	// from the cached bytes alone, so later trees hash a tile once.
+	inner map[string][][]log.Hash
 }
 
 // NewCache returns a cache of up to max resources (at most 8 KiB each).
 func NewCache(max int) *Cache {
-	return &Cache{max: max, m: make(map[string][]byte)}
+	return &Cache{max: max, m: make(map[string][]byte), inner: make(map[string][][]log.Hash)}
 }
 
 func (c *Cache) get(path string) ([]byte, bool) {
@@ -156,10 +161,12 @@ func (c *Cache) put(path string, b []byte) {
 	if len(c.m) >= c.max {
 		for k := range c.m { // evict an arbitrary entry: tiles are cheap to refetch
 			delete(c.m, k)
+			delete(c.inner, k)
 			break
 		}
 	}
 	c.m[path] = b
+	delete(c.inner, path)
 }
 
 func (c *Cache) drop(path string) {
@@ -169,6 +176,27 @@ func (c *Cache) drop(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, path)
+	delete(c.inner, path)
+}
+
+func (c *Cache) levels(path string) [][]log.Hash {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inner[path]
+}
+
+func (c *Cache) putLevels(path string, lv [][]log.Hash) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[path]; ok {
+		c.inner[path] = lv
+	}
 }
 
 // Len returns the number of cached resources.

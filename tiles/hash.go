@@ -96,3 +96,33 @@ func refList(rs []Ref) string {
 	}
 	return strings.Join(ps, ", ")
 }
+
+// innerLevels returns the complete subtree hashes inside a tile: level 0
+// is hs, level r holds the hashes of 2^r consecutive tile hashes, as many
+// as are complete. A full tile's level 8 is its one subtree hash. It
+// costs len(hs)-1 hashes, once per tile.
+func innerLevels(hs []log.Hash) [][]log.Hash {
+	lv := [][]log.Hash{hs}
+	for r := 1; r <= 8; r++ {
+		prev := lv[r-1]
+		if len(prev) < 2 {
+			break
+		}
+		cur := make([]log.Hash, len(prev)/2)
+		for i := range cur {
+			cur[i] = log.Hash(hashChildren(prev[2*i][:], prev[2*i+1][:]))
+		}
+		lv = append(lv, cur)
+	}
+	return lv
+}
+
+// nodeInLevels is nodeInTile over a tile's innerLevels.
+func nodeInLevels(id compact.NodeID, lv [][]log.Hash) (log.Hash, error) {
+	r := id.Level % 8
+	j := id.Index % (Width >> r)
+	if int(r) >= len(lv) || j >= uint64(len(lv[r])) {
+		return log.Hash{}, fmt.Errorf("node (%d, %d) is beyond its tile", id.Level, id.Index)
+	}
+	return lv[r][j], nil
+}

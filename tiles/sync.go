@@ -34,6 +34,13 @@ type SyncResult struct {
 	Bytes     int64  `json:"bytes"`     // bytes written, checkpoints included
 }
 
+// SyncOptions tunes Sync.
+type SyncOptions struct {
+	// OnWrite, if set, is called after each file is renamed into place,
+	// with its path under the directory (for progress and tests).
+	OnWrite func(path string)
+}
+
 // Sync writes the layout of the newest signed checkpoint into dir, or
 // brings it up to date from the checkpoint dir already holds, and returns
 // what it did.
@@ -49,7 +56,7 @@ type SyncResult struct {
 //
 // A directory holding another log's checkpoint, or a larger one than the
 // store's newest, is refused with ErrDiverged and left as it is.
-func Sync(ctx context.Context, l *Log, dir string) (SyncResult, error) {
+func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult, error) {
 	var res SyncResult
 	if err := os.MkdirAll(filepath.Join(dir, stagingName), 0o755); err != nil {
 		return res, fmt.Errorf("tiles: sync: %w", err)
@@ -59,7 +66,7 @@ func Sync(ctx context.Context, l *Log, dir string) (SyncResult, error) {
 		return res, fmt.Errorf("tiles: sync: %w", err)
 	}
 	defer unlock()
-	w := &dirWriter{dir: dir, touched: map[string]bool{}}
+	w := &dirWriter{dir: dir, touched: map[string]bool{}, onWrite: opts.OnWrite}
 	w.cleanStaging()
 
 	sc, err := l.Checkpoint(ctx)
@@ -298,6 +305,7 @@ type dirWriter struct {
 	dir     string
 	touched map[string]bool
 	bytes   int64
+	onWrite func(string)
 }
 
 func (w *dirWriter) cleanStaging() {
@@ -340,6 +348,9 @@ func (w *dirWriter) write(path string, data []byte) error {
 	w.touched[parent] = true
 	w.touched[filepath.Join(w.dir, stagingName)] = true
 	w.bytes += int64(len(data))
+	if w.onWrite != nil {
+		w.onWrite(path)
+	}
 	return nil
 }
 

@@ -17,7 +17,7 @@ func TestSync_FromEmptyThenIncremental(t *testing.T) {
 	m.grow(t, 300)
 	m.witness()
 	dir := t.TempDir()
-	res, err := Sync(ctx, NewLog(m), dir)
+	res, err := Sync(ctx, NewLog(m), dir, SyncOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestSync_FromEmptyThenIncremental(t *testing.T) {
 		t.Fatalf("first sync: %+v", res)
 	}
 	m.grow(t, 1000) // 1300
-	res, err = Sync(ctx, NewLog(m), dir)
+	res, err = Sync(ctx, NewLog(m), dir, SyncOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestSync_FromEmptyThenIncremental(t *testing.T) {
 		t.Fatalf("Fsck at the witnessed size: %v", err)
 	}
 	// Nothing new: nothing written but the checkpoints.
-	res, err = Sync(ctx, NewLog(m), dir)
+	res, err = Sync(ctx, NewLog(m), dir, SyncOptions{})
 	if err != nil || res.Tiles != 2 || res.Bundles != 1 {
 		// The rightmost partial tiles and bundle are rewritten (same bytes).
 		t.Fatalf("idempotent sync: %+v, %v", res, err)
@@ -63,18 +63,18 @@ func TestSync_RefusesAnotherLogsDirectory(t *testing.T) {
 	a.grow(t, 10)
 	b.grow(t, 20)
 	dir := t.TempDir()
-	if _, err := Sync(ctx, NewLog(a), dir); err != nil {
+	if _, err := Sync(ctx, NewLog(a), dir, SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := readFile(t, dir, CheckpointPath)
-	if _, err := Sync(ctx, NewLog(b), dir); !errors.Is(err, ErrDiverged) {
+	if _, err := Sync(ctx, NewLog(b), dir, SyncOptions{}); !errors.Is(err, ErrDiverged) {
 		t.Fatalf("sync of another log into the directory: %v, want ErrDiverged", err)
 	}
 	// Rolled back store: the directory is ahead.
 	c := newMemLog(t)
 	c.signer, c.vkey, c.origin = a.signer, a.vkey, a.origin
 	c.grow(t, 5)
-	if _, err := Sync(ctx, NewLog(c), dir); !errors.Is(err, ErrDiverged) {
+	if _, err := Sync(ctx, NewLog(c), dir, SyncOptions{}); !errors.Is(err, ErrDiverged) {
 		t.Fatalf("sync from a smaller log: %v, want ErrDiverged", err)
 	}
 	if !slices.Equal(before, readFile(t, dir, CheckpointPath)) {
@@ -114,7 +114,7 @@ func TestSync_StoreNodeAltered_PublishesNothing(t *testing.T) {
 		m := newMemLog(t)
 		m.grow(t, 601)
 		dir := t.TempDir()
-		_, err := Sync(ctx, NewLog(corruptNode{m, tc.level, tc.index}), dir)
+		_, err := Sync(ctx, NewLog(corruptNode{m, tc.level, tc.index}), dir, SyncOptions{})
 		if !errors.Is(err, ErrMismatch) {
 			t.Fatalf("node (%d, %d): %v, want ErrMismatch", tc.level, tc.index, err)
 		}

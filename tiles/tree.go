@@ -3,6 +3,7 @@ package tiles
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
@@ -23,8 +24,9 @@ type Tree struct {
 
 	f     Fetcher
 	cache *Cache
-	tiles map[Ref][]log.Hash // authenticated
-	edge  bool               // the right edge is authenticated
+	tiles map[Ref][]log.Hash   // authenticated
+	inner map[Ref][][]log.Hash // innerLevels of authenticated hash tiles
+	edge  bool                 // the right edge is authenticated
 	// Fetches counts resources read through the Fetcher (cache misses).
 	Fetches int
 }
@@ -32,7 +34,7 @@ type Tree struct {
 // NewTree returns a proof builder for the tree of size with root, reading
 // through f and sharing cache (which may be nil).
 func NewTree(size uint64, root log.Hash, f Fetcher, cache *Cache) *Tree {
-	return &Tree{Size: size, Root: root, f: f, cache: cache, tiles: make(map[Ref][]log.Hash)}
+	return &Tree{Size: size, Root: root, f: f, cache: cache, tiles: make(map[Ref][]log.Hash), inner: make(map[Ref][][]log.Hash)}
 }
 
 // fetch reads r, from the cache unless fresh; with a partial r that no
@@ -175,8 +177,13 @@ func (t *Tree) tile(ctx context.Context, level int, index uint64) ([]log.Hash, e
 	if err != nil {
 		return nil, err
 	}
+	var lv [][]log.Hash
 	hs, err := t.authenticate(ctx, r, func(hs []log.Hash) error {
-		if got := subtreeHash(hs); got != want {
+		lv = t.cache.levels(r.Path())
+		if len(lv) != 9 || !slices.Equal(lv[0], hs) {
+			lv = innerLevels(hs)
+		}
+		if got := lv[8][0]; got != want {
 			return tileErr(ErrMismatch, r.Path(), "hashes to %x, but the tile above records %x", got[:8], want[:8])
 		}
 		return nil
@@ -184,7 +191,8 @@ func (t *Tree) tile(ctx context.Context, level int, index uint64) ([]log.Hash, e
 	if err != nil {
 		return nil, err
 	}
-	t.tiles[r] = hs
+	t.cache.putLevels(r.Path(), lv)
+	t.tiles[r], t.inner[r] = hs, lv
 	return hs, nil
 }
 
@@ -196,7 +204,13 @@ func (t *Tree) node(ctx context.Context, id compact.NodeID) (log.Hash, error) {
 	if err != nil {
 		return log.Hash{}, err
 	}
-	return nodeInTile(id, hs)
+	r := Ref{Level: level, Index: index, W: len(hs)}
+	lv, ok := t.inner[r]
+	if !ok {
+		lv = innerLevels(hs)
+		t.inner[r] = lv
+	}
+	return nodeInLevels(id, lv)
 }
 
 func (t *Tree) nodes(ctx context.Context, p proof.Nodes) ([]log.Hash, error) {

@@ -30,7 +30,7 @@ func (t *tamper) Fetch(ctx context.Context, p string) ([]byte, error) {
 func syncedDir(t *testing.T, m *memLog) string {
 	t.Helper()
 	dir := t.TempDir()
-	if _, err := Sync(context.Background(), NewLog(m), dir); err != nil {
+	if _, err := Sync(context.Background(), NewLog(m), dir, SyncOptions{}); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
 	return dir

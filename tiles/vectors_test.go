@@ -26,11 +26,15 @@ func TestSpecVectors(t *testing.T) {
 	if got := h(tile); got != "aea833068048b82f42271c18e0076a5230cbc7d711c99de16a5917db14a3b044277dddee83152dcc8ba5f7ab96e552f178c2fee48d0b81982597f0d743f675f731080021493300afc0c17832dd7128ccdd46c9289582e6aa1483be1367a0e859" {
 		t.Errorf("tile/0/000.p/3 = %s", got)
 	}
-	for size, want := range map[uint64]string{
-		3:   "cc23a6e05f95099459e4b62703c223236972a78997b072a65500b30e26bb6ef3",
-		256: "2a835365b03758760aaacb74bea6023b9a016cff8559d1661a239d434a5018b1",
-		257: "2778f1b45729ca256ee7c7bd36405faa5f810d958b8c60a671a33812622f7638",
+	for _, v := range []struct {
+		size uint64
+		want string
+	}{
+		{3, "cc23a6e05f95099459e4b62703c223236972a78997b072a65500b30e26bb6ef3"},
+		{256, "2a835365b03758760aaacb74bea6023b9a016cff8559d1661a239d434a5018b1"},
+		{257, "2778f1b45729ca256ee7c7bd36405faa5f810d958b8c60a671a33812622f7638"},
 	} {
+		size, want := v.size, v.want
 		m.grow(t, int(size-m.size()))
 		r := m.root(t, size)
 		if h(r[:]) != want {

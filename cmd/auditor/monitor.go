@@ -47,6 +47,12 @@ policy used, so anyone can check it without the log; then it exits 4.
 Redirects are followed only to the same host and scheme (never https to
 http), and credentials in URL are redacted from logs and evidence.
 
+With --tiles URL|DIR it follows the log's C2SP tlog-tiles layout instead
+(spec/tiles.md): the checkpoint from checkpoint-witnessed (else checkpoint),
+and the consistency proof built from tiles, each authenticated against the
+new checkpoint's root; a tile that is malformed or does not lead to that
+root is named and gives no verdict (3), never a fork.
+
 With --once it checks once and exits (for cron). Otherwise it checks every
 --interval, logs each result, serves Prometheus metrics on --metrics-addr,
 keeps going after errors (they are logged and counted), exits 0 on SIGINT or
@@ -70,22 +76,35 @@ const (
 
 func (a *app) monitorCmd() *cobra.Command {
 	var tf trustFlags
-	var stateDir, metricsAddr string
+	var stateDir, metricsAddr, tilesLoc string
 	var once, asJSON bool
 	var interval, timeout time.Duration
 	cmd := &cobra.Command{
-		Use:     "monitor URL --state DIR",
+		Use:     "monitor (URL | --tiles URL|DIR) --state DIR",
 		Short:   "Follow a running log: verify every checkpoint's consistency, detect forks",
 		Long:    monitorLong,
 		Example: monitorExample,
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MaximumNArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			if stateDir == "" {
 				return usageErrorf("--state DIR is required")
 			}
-			c, err := api.NewClient(args[0], api.ClientOptions{HTTPClient: &http.Client{Timeout: timeout}, UserAgent: "runseal-auditor"})
-			if err != nil {
-				return usageErrorf("URL: %v", err)
+			var c logSource
+			switch {
+			case tilesLoc != "" && len(args) == 0:
+				ts, err := newTilesSource(tilesLoc, timeout)
+				if err != nil {
+					return err
+				}
+				c = ts
+			case tilesLoc == "" && len(args) == 1:
+				ac, err := api.NewClient(args[0], api.ClientOptions{HTTPClient: &http.Client{Timeout: timeout}, UserAgent: "runseal-auditor"})
+				if err != nil {
+					return usageErrorf("URL: %v", err)
+				}
+				c = ac
+			default:
+				return usageErrorf("give either the journal's URL or --tiles URL|DIR")
 			}
 			if interval < time.Second {
 				return usageErrorf("--interval %s: at least 1s", interval)
@@ -123,6 +142,7 @@ func (a *app) monitorCmd() *cobra.Command {
 		}),
 	}
 	tf.register(cmd.Flags())
+	cmd.Flags().StringVar(&tilesLoc, "tiles", "", "follow the log's C2SP tlog-tiles layout (a URL prefix or a directory) instead of its API, building proofs from tiles (spec/tiles.md)")
 	cmd.Flags().StringVar(&stateDir, "state", "", "directory for the last verified checkpoint, the lock and fork evidence (created 0700 if missing)")
 	cmd.Flags().BoolVar(&once, "once", false, "check once and exit with the result's code (for cron)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --once, print the result as JSON")
@@ -134,7 +154,7 @@ func (a *app) monitorCmd() *cobra.Command {
 
 // monitor follows one log.
 type monitor struct {
-	c       *api.Client
+	c       logSource
 	tr      *trust
 	dir     string
 	log     *slog.Logger

@@ -182,6 +182,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.discloseCmd(),
 		a.disclosuresCmd(),
 		a.backupCmd(),
+		a.tilesCmd(),
 	)
 	return root
 }
