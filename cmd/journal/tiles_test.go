@@ -210,3 +210,20 @@ func TestTilesSyncSIGKILL(t *testing.T) {
 		t.Fatal("no sync was killed mid-way")
 	}
 }
+
+// TestServeTilesDir: serve --tiles-dir keeps DIR/<tenant>/ a current,
+// fsck-clean layout as the log grows.
+func TestServeTilesDir(t *testing.T) {
+	db := newJournal(t)
+	dir := t.TempDir()
+	startServe(t, db, "--tiles-dir", dir)
+	for _, n := range []int{5, 300} {
+		sealMany(t, db, n)
+	}
+	tdir := filepath.Join(dir, "default")
+	pollUntil(t, "the tiles directory reaches size 305", func() bool {
+		cp, ok := dirCheckpoint(t, db, tdir)
+		return ok && cp.Size == 305
+	})
+	mustCLI(t, db, "", "tiles", "fsck", "--dir", tdir)
+}
