@@ -47,7 +47,7 @@ func decodeStrict(b []byte, v any) error {
 	names := memberNames(v)
 	for _, m := range obj.Members {
 		if _, ok := names[m.Key]; !ok {
-			return badRequest(m.Key, "request body: unknown member %s", appendinput.Quote(m.Key))
+			return badRequest("", "request body: unknown member %s", appendinput.Quote(m.Key))
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -21,6 +21,7 @@ import (
 const (
 	maxNoteAnswer    = 1 << 20
 	maxSmallAnswer   = 1 << 20
+	maxProofAnswer   = 64 << 10 // spec/http.md section 5
 	maxRecordsAnswer = 64 << 20
 )
 
@@ -88,14 +89,14 @@ func (c *Client) Base() string { return Redact(c.base.String()) }
 
 // Redact returns a URL fit for logs and evidence: its user information
 // and the values of query parameters that carry secrets are replaced. A
-// string that does not parse is cut to its scheme and host when it can be.
+// string that does not parse is cut to its scheme.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		if i := strings.IndexAny(raw, "@?#"); i >= 0 {
-			return raw[:i] + "[redacted]"
+		if i := strings.Index(raw, "://"); i >= 0 && i < 16 {
+			return raw[:i+3] + "[redacted]"
 		}
-		return raw
+		return "[redacted]"
 	}
 	if u.User != nil {
 		u.User = url.User("redacted")
@@ -228,7 +229,7 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) ([]st
 		NewSize *uint64  `json:"new_size"`
 		Proof   []string `json:"proof"`
 	}
-	if err := c.getJSON(ctx, "v1/proof/consistency", q, maxSmallAnswer, &p); err != nil {
+	if err := c.getJSON(ctx, "v1/proof/consistency", q, maxProofAnswer, &p); err != nil {
 		return nil, err
 	}
 	if p.OldSize == nil || p.NewSize == nil || *p.OldSize != oldSize || *p.NewSize != newSize {
@@ -248,7 +249,7 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) ([]st
 func (c *Client) Inclusion(ctx context.Context, run store.RunID, size uint64) (*InclusionProof, error) {
 	q := url.Values{"run": {run.String()}, "size": {strconv.FormatUint(size, 10)}}
 	var p InclusionProof
-	if err := c.getJSON(ctx, "v1/proof/inclusion", q, maxSmallAnswer, &p); err != nil {
+	if err := c.getJSON(ctx, "v1/proof/inclusion", q, maxProofAnswer, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil

@@ -16,19 +16,6 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// Register is where a journal's operator records each act of disclosure.
-// It is an operator table beside the journal, per tenant: unchained, because
-// disclosing changes no run's history, and never exported. store/sqlite
-// implements it; every backend should.
-type Register interface {
-	// RecordDisclosure stores one act durably before returning; a second
-	// act with the same id is refused.
-	RecordDisclosure(ctx context.Context, d store.Disclosure) error
-	// Disclosures lists acts oldest first, strictly after the id after
-	// ("" from the start), at most limit (1 to store.MaxLimit) of them.
-	Disclosures(ctx context.Context, after string, limit int) ([]store.Disclosure, error)
-}
-
 // Request is one act of disclosure: what to give, against which witnessed
 // checkpoint, to whom, by whom.
 type Request struct {
@@ -60,7 +47,7 @@ type Request struct {
 // recorded or delivered. A failure in step 4 returns *UndeliveredError
 // holding the recorded act: the register then says more was disclosed than
 // was, never less.
-func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, req Request) (store.Disclosure, error) {
+func Disclose(ctx context.Context, j Source, reg store.DisclosureRegister, dest string, req Request) (store.Disclosure, error) {
 	if err := req.By.Validate(); err != nil {
 		return store.Disclosure{}, err
 	}

@@ -102,7 +102,7 @@ func (lw *lineWriter) finish(s *Summary) error {
 // retry against a newer witnessed checkpoint. The writer also checks what it
 // writes (chains, heads, leaves, proofs) and refuses to write a package from
 // a journal that fails those checks.
-func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selection, cp *checkpoint.Signed, sign Signing) (Summary, error) {
+func WritePackage(ctx context.Context, j Source, w io.Writer, sel Selection, cp *checkpoint.Signed, sign Signing) (Summary, error) {
 	if cp == nil {
 		return Summary{}, &CheckpointMismatchError{Detail: "no signed checkpoint given"}
 	}
@@ -193,7 +193,7 @@ func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selecti
 // matchJournal checks that want is a state of j's log: its origin, a size
 // the log has reached, and, proved by a consistency proof from the journal
 // to its current state, the log's root at that size.
-func matchJournal(ctx context.Context, j store.Journal, want store.Checkpoint) error {
+func matchJournal(ctx context.Context, j Source, want store.Checkpoint) error {
 	cur, err := j.Checkpoint(ctx)
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func matchJournal(ctx context.Context, j store.Journal, want store.Checkpoint) e
 
 // runWriter writes run blocks and their records.
 type runWriter struct {
-	j        store.Journal
+	j        Source
 	lw       *lineWriter
 	kind     string
 	proofs   bool // a package: proofs at cp.Size; else an export: positions below cp.Size
@@ -374,7 +374,7 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 // cases, ascending and without repeats, from sorted pages: one page per
 // source in memory at a time.
 type merger struct {
-	j    store.Journal
+	j    Source
 	h    sourceHeap
 	last *store.RunID
 }
@@ -389,7 +389,7 @@ type source struct {
 
 const casePage = 1000
 
-func (s *source) fill(ctx context.Context, j store.Journal) error {
+func (s *source) fill(ctx context.Context, j Source) error {
 	if s.pos < len(s.page) || !s.more {
 		return nil
 	}
@@ -406,7 +406,7 @@ func (s *source) fill(ctx context.Context, j store.Journal) error {
 	return nil
 }
 
-func newMerger(ctx context.Context, j store.Journal, sel Selection) (*merger, error) {
+func newMerger(ctx context.Context, j Source, sel Selection) (*merger, error) {
 	m := &merger{j: j}
 	if len(sel.Runs) > 0 {
 		m.h = append(m.h, &source{caseIx: -1, page: sel.Runs})

@@ -220,6 +220,22 @@ func (f *fakeServe) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(n)
 	})
+	mux.HandleFunc("GET /v1/checkpoint/{size}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		size, err := strconv.ParseUint(r.PathValue("size"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		cp, err := f.j.(store.CheckpointStore).CheckpointAt(r.Context(), size)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(f.e.signNote(cp, 0))
+	})
 	mux.HandleFunc("GET /v1/proof/consistency", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -35,10 +35,17 @@ log only ever grows. URL is the server's base URL; a query in it (such as
   3. saves the new checkpoint atomically (write, fsync, rename, fsync).
 
 The first check trusts the checkpoint it finds (there is nothing to compare
-it with) and says so. On a fork (the same size with another root, or a
-consistency proof that fails) it writes self-contained evidence to
-DIR/fork-<time>.json: both signed checkpoints, the proof, and the keys and
+it with) and says so. A fork is the log equivocating: signing two
+checkpoints that cannot both be true (the same size with another root). When
+a consistency proof fails, the monitor fetches the checkpoint the log signed
+at the saved size (GET URL/v1/checkpoint/N): another root there is a fork;
+the same root means the server sent a bad proof, which is no verdict (exit 3)
+and is checked again. On a fork it writes self-contained evidence to
+DIR/fork-<time>.json (mode 0600): both signed checkpoints, and the keys and
 policy used, so anyone can check it without the log; then it exits 4.
+
+Redirects are followed only to the same host and scheme (never https to
+http), and credentials in URL are redacted from logs and evidence.
 
 With --tiles URL|DIR it follows the log's C2SP tlog-tiles layout instead
 (spec/tiles.md): the checkpoint from checkpoint-witnessed (else checkpoint),
@@ -53,8 +60,8 @@ SIGTERM, and exits 4 on a fork.
 
 Exit codes (--once): 0 the log is consistent with the state (or the state
 was started); 1 the log served a checkpoint that does not verify, changed
-origin, or rolled back; 3 no verdict (network error, quorum not met, state
-unreadable); 4 fork, evidence written; 2 usage error.`
+origin, or rolled back; 3 no verdict (network error, quorum not met, a bad
+proof, state unreadable); 4 fork, evidence written; 2 usage error.`
 
 const monitorExample = `  auditor monitor https://log.example/acme --state /var/lib/runseal-monitor/acme \
       --log-key @log.vkey --witness @w1.vkey --witness @w2.vkey --quorum 2 --once
@@ -157,7 +164,7 @@ type monitor struct {
 
 // checkResult is the outcome of one check.
 type checkResult struct {
-	Result   string `json:"result"` // started, advanced, unchanged, invalid, origin_changed, rollback, fork, unverifiable
+	Result   string `json:"result"` // started, advanced, unchanged, invalid, origin_changed, rollback, fork, bad_proof, unverifiable
 	Code     int    `json:"exit_code"`
 	Message  string `json:"message"`
 	Size     uint64 `json:"size,omitempty"` // the verified size after the check
@@ -255,7 +262,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 			return result("unverifiable", exitUnverifiable, prev.Size, "fetching the consistency proof %d..%d: %v", prev.Size, cur.Size, err)
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
-			return m.fork(old.note, note, proof, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
+			return m.badProof(ctx, old, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
 		}
 		if err := m.saveState(nc.Signed.Note()); err != nil {
 			return result("unverifiable", exitUnverifiable, prev.Size, "saving the state: %v", err)
@@ -268,7 +275,9 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		proof, err := m.consistency(ctx, cur.Size, prev.Size)
 		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
-				return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr))
+				if res := m.badProof(ctx, old, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr)); res.Code == exitFork {
+					return res
+				}
 			}
 		}
 		return result("rollback", exitNotSound, prev.Size, "rollback refused: the log served size %d, the last verified size is %d", cur.Size, prev.Size)
@@ -284,6 +293,31 @@ func joinReasons(rs []string) string {
 		s += r
 	}
 	return s
+}
+
+// badProof decides what a consistency proof that fails means. A proof is
+// the server's word, not the log's signature: a server that is merely wrong
+// (a bug, a stale cache, a proxy) sends one too, and stopping the monitor
+// as a fork for it would cry wolf. The log equivocated only if it signed
+// two checkpoints that cannot both be true; the monitor asks the server for
+// the checkpoint it signed at the saved size, and a log-signed note there
+// with another root is that proof: a fork, with evidence that needs no
+// trust in the server (exit 4). The same root means the proof was bad and
+// the log may be fine: no verdict, checked again next time (exit 3).
+func (m *monitor) badProof(ctx context.Context, old *state, reason string) checkResult {
+	prev := old.check.Checkpoint
+	at, err := m.c.CheckpointAt(ctx, prev.Size)
+	if err != nil {
+		return result("bad_proof", exitUnverifiable, prev.Size, "%s; the log's checkpoint at the saved size %d could not be fetched to tell a fork from a bad proof (%v): no verdict, retrying", reason, prev.Size, err)
+	}
+	nc := m.tr.checkNote(at)
+	if !nc.Parsed || !nc.Report.LogSigned || len(nc.Findings) > 0 || nc.Checkpoint.Origin != prev.Origin || nc.Checkpoint.Size != prev.Size {
+		return result("bad_proof", exitUnverifiable, prev.Size, "%s; the server's checkpoint at the saved size %d is not one the log signed for that size: no verdict, retrying", reason, prev.Size)
+	}
+	if nc.Checkpoint.Root != prev.Root {
+		return m.fork(old.note, at, nil, fmt.Sprintf("the log signed two checkpoints of size %d with different roots (%s)", prev.Size, reason))
+	}
+	return result("bad_proof", exitUnverifiable, prev.Size, "%s, though the log still signs the saved checkpoint at size %d: the server sent a bad proof, which is not a fork; no verdict, retrying", reason, prev.Size)
 }
 
 // consistency fetches the proof from oldSize to newSize. A malformed

@@ -28,6 +28,9 @@ const tileCacheSize = 4096
 type logSource interface {
 	Witnessed(ctx context.Context) ([]byte, error)
 	Consistency(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error)
+	// CheckpointAt returns the note the log signed at size, which tells a
+	// fork from a server's bad proof.
+	CheckpointAt(ctx context.Context, size uint64) ([]byte, error)
 	Base() string
 }
 
@@ -68,6 +71,13 @@ func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
 
 // Base names the layout in results and evidence.
 func (s *tilesSource) Base() string { return api.Redact(s.loc) }
+
+// CheckpointAt fails: a tlog-tiles layout publishes only its newest
+// checkpoint, so a proof from tiles that fails is never proof of a fork by
+// itself; the monitor reports no verdict (exit 3) and checks again.
+func (s *tilesSource) CheckpointAt(ctx context.Context, size uint64) ([]byte, error) {
+	return nil, fmt.Errorf("a tiles layout publishes only its newest checkpoint, not the one at size %d", size)
+}
 
 // Witnessed returns the newest witnessed checkpoint the layout publishes,
 // or its newest checkpoint when it publishes no witnessed one (a plain

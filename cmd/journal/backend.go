@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/postgres"
 	"github.com/runseal/runseal/store/sqlite"
@@ -19,10 +18,7 @@ import (
 // signed checkpoints, the log's origin, and closing. Both store/sqlite and
 // store/postgres provide it.
 type journalStore interface {
-	store.Journal
-	store.CheckpointStore
-	disclosure.Register
-	Origin() string
+	store.Backend
 	Close() error
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -27,7 +26,7 @@ fixed at creation; the default is a fresh "runseal/<ulid>".`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if origin != "" {
-				if err := sqlite.ValidateOrigin(origin); err != nil {
+				if err := store.ValidateOrigin(origin); err != nil {
 					return usageErrorf("--origin: %v", err)
 				}
 			}

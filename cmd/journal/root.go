@@ -181,6 +181,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.restoreCmd(),
 		a.discloseCmd(),
 		a.disclosuresCmd(),
+		a.backupCmd(),
 		a.tilesCmd(),
 	)
 	return root

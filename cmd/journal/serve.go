@@ -22,8 +22,8 @@ import (
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/witness"
 )
 
 const serveLong = `Serve the journal over HTTP: appends, leases, seals, reads and listings,
@@ -111,7 +111,7 @@ type serveStore interface {
 type tenantWork struct {
 	api    api.Tenant
 	signer *checkpointer.Signer
-	pub    *witness.Publisher // nil: no witnesses configured
+	pub    *publish.Publisher // nil: no witnesses configured
 }
 
 func (a *app) serve(ctx context.Context, c serveConfig) error {
@@ -241,7 +241,7 @@ func (a *app) tenantWork(js journalStore, c serveConfig, pol *checkpoint.Policy,
 		if err := checkPolicyLog(pol, logKey, js.Origin()); err != nil {
 			return tw, usageErrorf("--policy: %v", err)
 		}
-		tw.pub, err = witness.NewPublisher(st, pol, logKey, witness.PublisherOptions{
+		tw.pub, err = publish.New(st, pol, logKey, publish.Options{
 			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: log,
 			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"tenant": js.Tenant()}, reg),
 		})

@@ -140,7 +140,9 @@ func (a *app) witnessedCmd() *cobra.Command {
 		Long: `Print the newest checkpoint whose witness cosignatures met the policy, as a
 signed note carrying the log signature and the cosignatures. Fails (exit 1)
 when none is witnessed yet. With --policy, the note is checked again with
-that policy before it is printed.`,
+that policy before it is printed. Witness alarms the publisher kept (a
+witness that lost or rolled back its state) are printed on stderr, one
+"ALARM" line each, and as "alarms" in --json.`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -153,6 +155,11 @@ that policy before it is printed.`,
 			if !ok {
 				return fmt.Errorf("this store keeps no witness cosignatures")
 			}
+			alarms, err := witnessAlarms(ctx, js)
+			if err != nil {
+				return err
+			}
+			warnAlarms(a.stderr, alarms)
 			w, err := ps.LatestWitnessed(ctx)
 			if err != nil {
 				return err
@@ -184,6 +191,9 @@ that policy before it is printed.`,
 				v := map[string]any{"origin": js.Origin(), "size": w.Size, "root": b64(w.Root), "note": string(w.Note), "witnessed_at": w.SignedAt}
 				if cosigs != nil {
 					v["cosignatures"] = cosigs
+				}
+				if alarms != nil {
+					v["alarms"] = alarms
 				}
 				return writeJSON(a.stdout, v)
 			}

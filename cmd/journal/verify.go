@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/postgres"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // verifyResult is one run's verdict, as verify prints it.
@@ -89,9 +87,22 @@ and shows a progress line on stderr when stderr is a terminal.`,
 	return cmd
 }
 
+// chainChecker is what verifying one run needs of a store.
+type chainChecker interface {
+	Head(ctx context.Context, run store.RunID) (store.Head, error)
+	Verify(ctx context.Context, run store.RunID) (store.Digest, error)
+}
+
+// storeChecker is what verify --all needs: every run's chain, then the log.
+type storeChecker interface {
+	chainChecker
+	RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error)
+	store.LogVerifier
+}
+
 // verifyRun verifies one run. A broken or missing chain is a verdict (a
 // result with OK false); only a failure to check at all is an error.
-func verifyRun(ctx context.Context, j store.Journal, run store.RunID) (*verifyResult, error) {
+func verifyRun(ctx context.Context, j chainChecker, run store.RunID) (*verifyResult, error) {
 	head, err := j.Head(ctx, run)
 	if err != nil && !isVerdict(err) {
 		return nil, err
@@ -152,16 +163,10 @@ type verifySummary struct {
 	LogError string `json:"log_error,omitempty"`
 }
 
-// The backends both verify their log; verify --all relies on it.
-var (
-	_ store.LogVerifier = (*sqlite.Store)(nil)
-	_ store.LogVerifier = (*postgres.Store)(nil)
-)
-
 // verifyAll pages through every run by id and verifies each, in constant
 // memory however many runs there are, then verifies the Merkle log and the
 // signed checkpoints.
-func (a *app) verifyAll(ctx context.Context, s store.Journal, asJSON bool) error {
+func (a *app) verifyAll(ctx context.Context, s storeChecker, asJSON bool) error {
 	w := bufio.NewWriter(a.stdout)
 	defer w.Flush()
 	progress := isTerminal(a.stderr)
@@ -202,11 +207,7 @@ func (a *app) verifyAll(ctx context.Context, s store.Journal, asJSON bool) error
 	if progress {
 		fmt.Fprint(a.stderr, "\rverifying the log ...\033[K")
 	}
-	lv, ok := s.(store.LogVerifier)
-	if !ok {
-		return fmt.Errorf("this store cannot verify its Merkle log (%T is not a store.LogVerifier)", s)
-	}
-	rep, err := lv.VerifyLog(ctx)
+	rep, err := s.VerifyLog(ctx)
 	sum.LogReport = rep
 	switch {
 	case err == nil:

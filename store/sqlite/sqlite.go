@@ -9,7 +9,8 @@
 // committed snapshots only.
 //
 // All rows are scoped by tenant; one Store handle serves one tenant. The file
-// can hold several tenants, each opened with its own handle.
+// can hold several tenants: ForTenant gives each a view of one open handle,
+// so that they share its writer rather than contend for SQLite's write lock.
 package sqlite
 
 import (
@@ -95,7 +96,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if tenant == "" {
 		tenant = store.DefaultTenant
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
@@ -145,10 +146,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	go s.writer()
 	return s, nil
 }
-
-// ValidateTenant is store.ValidateTenant, kept here for callers of this
-// package.
-func ValidateTenant(t string) error { return store.ValidateTenant(t) }
 
 // Close releases this handle. The last handle of a file to close stops
 // the writer after the writes already queued and closes the file.
@@ -257,6 +254,10 @@ CREATE TABLE IF NOT EXISTS cosignatures(
 CREATE TABLE IF NOT EXISTS witness_state(
 	tenant TEXT NOT NULL, witness TEXT NOT NULL, cosigned_size INTEGER NOT NULL,
 	PRIMARY KEY(tenant, witness)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS witness_alarms(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, kind TEXT NOT NULL, reported INTEGER NOT NULL, cosigned INTEGER NOT NULL,
+	at INTEGER NOT NULL, detail TEXT NOT NULL,
+	PRIMARY KEY(tenant, witness, kind, reported, cosigned)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS witnessed(
 	tenant TEXT NOT NULL, size INTEGER NOT NULL, note BLOB NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
@@ -320,7 +321,7 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	if want == "" {
 		want = "runseal/" + strings.ToLower(ulid.Make().String())
 	}
-	if err := ValidateOrigin(want); err != nil {
+	if err := store.ValidateOrigin(want); err != nil {
 		return "", err
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('origin', ?)`, want); err != nil {
@@ -328,7 +329,3 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	}
 	return want, nil
 }
-
-// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
-// package.
-func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }

@@ -8,6 +8,9 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
+// Store is a whole backend: the journal and the stores beside it.
+var _ store.Backend = (*Store)(nil)
+
 // VerifyLog implements store.LogVerifier in one read snapshot.
 func (s *Store) VerifyLog(ctx context.Context) (store.LogReport, error) {
 	var rep store.LogReport

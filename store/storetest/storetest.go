@@ -4,7 +4,11 @@
 // a run in which no check ran is itself a failure.
 //
 // The suite is shipped as a package, not as _test files, so that embedders
-// can prove their own stores with it.
+// can prove their own stores with it. Each invariant's checks live in the
+// file named for it (chaining.go, fencing.go, lease.go, log.go,
+// integrity.go, ...); checks.go lists them in the order they run. The
+// integrity checks edit the database behind the store's back and run only
+// with a Harness that can (Harness.Tamper).
 package storetest
 
 import (
