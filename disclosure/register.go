@@ -99,6 +99,7 @@ func Disclose(ctx context.Context, j Source, reg store.DisclosureRegister, dest 
 		ID: id, At: at, By: req.By, Recipient: req.Recipient,
 		Runs: sel.Runs, Cases: sel.Cases, Checkpoint: sum.Checkpoint,
 		Package: sum.SHA256, Bytes: sum.Bytes, Carried: sum.Runs, Sealed: sum.Sealed, Records: sum.Records,
+		SignedBy: sum.StatementKey,
 	}
 	if act.Runs == nil {
 		act.Runs = []store.RunID{}

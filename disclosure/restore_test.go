@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,6 +221,12 @@ func TestDisclose(t *testing.T) {
 	acts, err := w.j.Disclosures(ctx, "", 10)
 	if err != nil || len(acts) != 1 || acts[0].ID != act.ID || acts[0].Package != act.Package || acts[0].Recipient != req.Recipient {
 		t.Fatalf("register %+v %v", acts, err)
+	}
+	// The register records which key signed the statement: the disclosure
+	// key, not the log key.
+	wantKey := fmt.Sprintf("%s+%08x", w.k.discSigner.Name(), w.k.discSigner.KeyHash())
+	if acts[0].SignedBy != wantKey || act.SignedBy != wantKey {
+		t.Fatalf("register signed_by %q (act %q), want %q", acts[0].SignedBy, act.SignedBy, wantKey)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("staging left behind: %v", ents)

@@ -20,7 +20,7 @@ func TestVerify_CaseRunDroppedCountsFixed(t *testing.T) {
 	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.C, w.A}, Cases: []store.CaseID{w.X}})
 	mustSound(t, verifyBytes(t, pkg, w.k.options()))
 	var drop change
-	for _, c := range vectorChanges(w, pkg) {
+	for _, c := range vectorChanges(t, w, pkg) {
 		if c.Name == "a run carried for a case dropped, counts fixed" {
 			drop = c
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -27,6 +28,18 @@ import (
 // gone; the tombstone and unlink are what this ring can promise).
 type File struct {
 	dir string
+
+	mu    sync.Mutex
+	cache map[string]cachedKey // scope keys read, revalidated on each use
+}
+
+// cachedKey is a scope key as read, with the identity of the file it was
+// read from: a use checks (by one lstat each) that the file is still that
+// file and that no tombstone exists, so an erasure by another process
+// takes effect at this one's next use.
+type cachedKey struct {
+	key  []byte
+	file os.FileInfo
 }
 
 const (
@@ -55,7 +68,7 @@ func OpenFile(dir string) (*File, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("key ring: %s has mode %v; it must not be accessible to group or others (chmod 700)", dir, st.Mode().Perm())
 	}
-	return &File{dir: dir}, nil
+	return &File{dir: dir, cache: map[string]cachedKey{}}, nil
 }
 
 // Dir is the ring's directory.
@@ -91,12 +104,24 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 		return nil, fmt.Errorf("key ring: %w", err)
 	}
 	if erased {
+		f.drop(scope)
 		return nil, &ScopeError{Scope: scope, Err: ErrErased}
+	}
+	if k := f.cached(scope, kp); k != nil {
+		return k, nil
 	}
 	k, err := os.ReadFile(kp)
 	if err == nil {
 		if len(k) != DataKeySize {
 			return nil, &ScopeError{Scope: scope, Err: fmt.Errorf("key file %s holds %d bytes, not %d", kp, len(k), DataKeySize)}
+		}
+		if st, err := os.Lstat(kp); err == nil {
+			f.mu.Lock()
+			if len(f.cache) >= 4096 {
+				clear(f.cache)
+			}
+			f.cache[scope] = cachedKey{key: k, file: st}
+			f.mu.Unlock()
 		}
 		return k, nil
 	}
@@ -120,6 +145,32 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 		return nil, fmt.Errorf("key ring: create key for scope %s: %w", scope, err)
 	}
 	return k, nil
+}
+
+// cached returns scope's cached key if the key file is still the one it
+// was read from.
+func (f *File) cached(scope, kp string) []byte {
+	f.mu.Lock()
+	c, ok := f.cache[scope]
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	st, err := os.Lstat(kp)
+	if err != nil || !os.SameFile(st, c.file) || st.Size() != DataKeySize {
+		f.drop(scope)
+		return nil
+	}
+	return bytes.Clone(c.key) // drop zeroes the cached slice
+}
+
+func (f *File) drop(scope string) {
+	f.mu.Lock()
+	if c, ok := f.cache[scope]; ok {
+		clear(c.key)
+		delete(f.cache, scope)
+	}
+	f.mu.Unlock()
 }
 
 // writeDurable writes data to path atomically: a temporary file is
@@ -250,6 +301,7 @@ func (f *File) Erase(ctx context.Context, scope string) (bool, error) {
 			return false, fmt.Errorf("key ring: tombstone for scope %s: %w", scope, err)
 		}
 	}
+	f.drop(scope)
 	if hasKey {
 		if err := destroy(kp); err != nil {
 			return false, fmt.Errorf("key ring: destroy key of scope %s: %w", scope, err)

@@ -32,6 +32,10 @@ type Disclosure struct {
 	Carried uint64 `json:"runs_carried"`
 	Sealed  uint64 `json:"sealed"`  // carried runs with a leaf below the checkpoint
 	Records uint64 `json:"records"` // record lines in the package
+	// SignedBy is the disclosure key ("<name>+<key ID>") that signed the
+	// package's statement (spec/disclosure.md 2.7): never the log key.
+	// Empty for acts recorded before packages carried a statement.
+	SignedBy string `json:"signed_by,omitempty"`
 }
 
 // DisclosureRegister is where a journal's operator records each act of

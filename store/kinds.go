@@ -165,9 +165,9 @@ func readFacts(b Body, v canon.Value) (Facts, error) {
 			return f, err
 		}
 		if until != "" {
-			t, err := time.Parse(time.RFC3339Nano, until)
+			t, err := ParseTimestamp(until)
 			if err != nil {
-				return f, &InvalidArgumentError{Field: "fields.until", Detail: fmt.Sprintf("%q is not an RFC 3339 time", until)}
+				return f, &InvalidArgumentError{Field: "fields.until", Detail: err.Error()}
 			}
 			s.Until = t.UTC()
 		}

@@ -165,7 +165,10 @@ func TestConsistencyCommand(t *testing.T) {
 		args []string
 		code int
 	}{
-		"consistent":           {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
+		"consistent": {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
+		// Issue 11 item 6: the log key given with --log-key and in the
+		// policy's log line is one key.
+		"key twice":            {[]string{"consistency", "--old", old, "--new", newer, proof, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", e.fullPolicy()}, exitSound},
 		"consistent, json":     {e.args("consistency", "--old", old, "--new", newer, jsProof), exitSound},
 		"json for other sizes": {e.args("consistency", "--old", old, "--new", newer, jsOther), exitUnverifiable},
 		"same checkpoint":      {e.args("consistency", "--old", newer, "--new", newer, empty), exitSound},
@@ -225,6 +228,7 @@ func TestInclusionCommand(t *testing.T) {
 		code int
 	}{
 		"included":                        {e.args("inclusion", good, "--leaf", leaf), exitSound},
+		"key twice":                       {[]string{"inclusion", good, "--leaf", leaf, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", e.fullPolicy()}, exitSound},
 		"served json with its checkpoint": {e.args("inclusion", servedPath, "--checkpoint", notePath, "--leaf", b64(inc.Leaf)), exitSound},
 		"printed json":                    {e.args("inclusion", printedPath, "--leaf", leaf), exitSound},
 		"served json, no checkpoint":      {e.args("inclusion", servedPath, "--leaf", leaf), exitUsage},

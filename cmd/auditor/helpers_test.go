@@ -106,6 +106,20 @@ func (e *env) write(name, content string) string {
 	return p
 }
 
+// fullPolicy writes the policy an operator hands over: its log line is the
+// log key, then both witnesses, both needed.
+func (e *env) fullPolicy() string {
+	var ks []string
+	for _, n := range []string{"log.vkey", "w1.vkey", "w2.vkey"} {
+		b, err := os.ReadFile(filepath.Join(e.dir, n))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ks = append(ks, strings.TrimSpace(string(b)))
+	}
+	return e.write("full.policy", fmt.Sprintf("log %s\nwitness w1 %s\nwitness w2 %s\ngroup both 2 w1 w2\nquorum both\n", ks[0], ks[1], ks[2]))
+}
+
 // args appends the trust flags; verify also gets the disclosure key.
 func (e *env) args(extra ...string) []string {
 	out := append(extra, e.trust...)

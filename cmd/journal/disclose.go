@@ -454,9 +454,13 @@ The register is kept beside the journal, unchained, and never exported.`,
 						}
 						continue
 					}
-					fmt.Fprintf(a.stdout, "%s  %s  by %s (%s) to %s: %d runs, %d cases selected; %d runs (%d sealed), %d records; checkpoint %s size %d; package sha256 %s, %d bytes\n",
+					signed := d.SignedBy
+					if signed == "" {
+						signed = "(no statement: recorded before packages were signed)"
+					}
+					fmt.Fprintf(a.stdout, "%s  %s  by %s (%s) to %s: %d runs, %d cases selected; %d runs (%d sealed), %d records; checkpoint %s size %d; package sha256 %s, %d bytes; signed by %s\n",
 						d.ID, d.At.Format("2006-01-02T15:04:05Z"), d.By.Actor, d.By.Basis, d.Recipient, len(d.Runs), len(d.Cases),
-						d.Carried, d.Sealed, d.Records, d.Checkpoint.Origin, d.Checkpoint.Size, d.Package, d.Bytes)
+						d.Carried, d.Sealed, d.Records, d.Checkpoint.Origin, d.Checkpoint.Size, d.Package, d.Bytes, signed)
 				}
 				return nil
 			})

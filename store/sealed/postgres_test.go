@@ -3,10 +3,8 @@ package sealed_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/runseal/runseal/internal/pgtest"
@@ -16,31 +14,12 @@ import (
 	"github.com/runseal/runseal/store/storetest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
-var (
-	poolOnce sync.Once
-	pool     *pgxpool.Pool
-	poolErr  error
-)
+func TestMain(m *testing.M) { pgtest.MainUnlessFuzzing(m) }
 
 // openPostgres opens a handle on a fresh tenant of a shared test schema.
 func openPostgres(tb testing.TB) *postgres.Store {
 	tb.Helper()
-	dsn := pgtest.DSN(tb)
-	poolOnce.Do(func() {
-		cfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			poolErr = err
-			return
-		}
-		cfg.MaxConns = 20
-		pool, poolErr = pgxpool.NewWithConfig(context.Background(), cfg)
-	})
-	if poolErr != nil {
-		tb.Fatalf("pool: %v", poolErr)
-	}
-	s, err := postgres.New(context.Background(), pool, postgres.Options{
+	s, err := postgres.New(context.Background(), pgtest.Pool(tb), postgres.Options{
 		Tenant: "t" + strings.ToLower(ulid.Make().String()), Schema: "runseal_sealed_test"})
 	if err != nil {
 		tb.Fatalf("open postgres store: %v", err)

@@ -10,8 +10,9 @@
 //     (see Seals and spec/sealing.md), so fencing, exactly-once, admission,
 //     the outcome index, waiting runs and cases work unchanged.
 //   - Every other field is replaced by an Envelope: a fresh data key per
-//     field, wrapped under the scope's key by the key ring, XChaCha20-Poly1305
-//     with associated data binding tenant, run, seq and field.
+//     record, wrapped under the scope's key by the key ring, a fresh nonce
+//     per field, XChaCha20-Poly1305 with associated data binding tenant,
+//     run, seq and field.
 //   - The chain hashes the sealed bytes; Record.Raw is always the stored
 //     bytes. Reads return the opened fields in Record.Fields beside them.
 //   - An erased scope's fields read as the erased marker, never as an error
@@ -23,6 +24,7 @@ package sealed
 
 import (
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -104,9 +106,10 @@ func (j *Journal) Append(ctx context.Context, epoch store.Epoch, batch []store.A
 	if err != nil {
 		return nil, err
 	}
-	restored := func(i int) bool { return batch[i].Raw != nil }
-	return j.retry(ctx, run, restored, func(head store.Seq) ([]store.Record, error) {
-		out, err := j.sealBatch(ctx, head, epoch, batch)
+	var plain [][]byte
+	return j.retry(ctx, run, func(i int) []byte { return plain[i] }, func(head store.Seq) ([]store.Record, error) {
+		var out []store.Append
+		out, plain, err = j.sealBatch(ctx, head, epoch, batch)
 		if err != nil {
 			return nil, err
 		}
@@ -115,11 +118,12 @@ func (j *Journal) Append(ctx context.Context, epoch store.Epoch, batch []store.A
 }
 
 // retry runs try on the run's head as this handle last saw it, again on the
-// head the store names when another writer moved it. The records returned
-// are opened, except restored ones (batch[i].Raw set), which come back as
-// stored: a restore needs no key, and its bytes may be bound elsewhere.
-// restored(i) reports whether the i-th append of the batch was restored.
-func (j *Journal) retry(ctx context.Context, run store.RunID, restored func(i int) bool, try func(head store.Seq) ([]store.Record, error)) ([]store.Record, error) {
+// head the store names when another writer moved it. plain(i) is the i-th
+// record's opened fields as the caller handed them (the returned record
+// carries them, with no unwrap), or nil for a restored append, which comes
+// back as stored: a restore needs no key, and its bytes may be bound
+// elsewhere.
+func (j *Journal) retry(ctx context.Context, run store.RunID, plain func(i int) []byte, try func(head store.Seq) ([]store.Record, error)) ([]store.Record, error) {
 	j.mu.Lock()
 	head, ok := j.heads[run]
 	j.mu.Unlock()
@@ -134,17 +138,12 @@ func (j *Journal) retry(ctx context.Context, run store.RunID, restored func(i in
 		recs, err := try(head)
 		if err == nil {
 			j.remember(run, recs[len(recs)-1].Seq)
-			out := make([]store.Record, len(recs))
-			for i, r := range recs {
-				if restored(i) {
-					out[i] = r
-					continue
-				}
-				if out[i], err = j.openRecord(ctx, r); err != nil {
-					return nil, err
+			for i := range recs {
+				if p := plain(i); p != nil {
+					recs[i].Fields = p
 				}
 			}
-			return out, nil
+			return recs, nil
 		}
 		var ia *store.InvalidArgumentError
 		if !errors.As(err, &ia) || !strings.HasSuffix(ia.Field, ".raw") || attempt >= maxAttempts {
@@ -204,8 +203,11 @@ func (j *Journal) forget(run store.RunID) {
 
 // sealBatch turns each fresh append into a restored append of its sealed
 // body at seq head+1+i.
-func (j *Journal) sealBatch(ctx context.Context, head store.Seq, epoch store.Epoch, batch []store.Append) ([]store.Append, error) {
+// It also returns each fresh append's fields in canonical form (nil for a
+// restored one), which is what a read would open them to.
+func (j *Journal) sealBatch(ctx context.Context, head store.Seq, epoch store.Epoch, batch []store.Append) ([]store.Append, [][]byte, error) {
 	out := make([]store.Append, len(batch))
+	plain := make([][]byte, len(batch))
 	tenant := j.Journal.Tenant()
 	for i, a := range batch {
 		if a.Raw != nil {
@@ -213,61 +215,63 @@ func (j *Journal) sealBatch(ctx context.Context, head store.Seq, epoch store.Epo
 			continue
 		}
 		seq := head + store.Seq(i) + 1
-		fields, err := j.sealFields(ctx, tenant, a, seq)
+		fields, canonical, err := j.sealFields(ctx, tenant, a, seq)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		raw, err := store.EncodeBody(store.Body{Seq: seq, Run: a.Run, Case: a.Case, Step: a.Step, Phase: a.Phase,
 			EffectKey: a.EffectKey, Epoch: epoch, V: store.RecordVersion, Kind: a.Kind, Fields: fields})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[i] = store.Append{Run: a.Run, Raw: raw}
+		plain[i] = canonical
 	}
-	return out, nil
+	return out, plain, nil
 }
 
-func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append, seq store.Seq) ([]byte, error) {
+// sealFields seals a's fields by the rule under one fresh data key for the
+// record (each field with its own nonce and associated data), and returns
+// the sealed fields and the caller's fields in canonical form.
+func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append, seq store.Seq) (sealed, canonical []byte, err error) {
 	if len(a.Fields) == 0 {
-		return nil, nil
+		return nil, []byte("{}"), nil
 	}
 	v, err := canon.Parse(a.Fields)
 	if err != nil {
-		return nil, &store.InvalidArgumentError{Field: "fields", Detail: err.Error()}
+		return nil, nil, &store.InvalidArgumentError{Field: "fields", Detail: err.Error()}
 	}
 	if v.Kind != canon.Object {
-		return nil, &store.InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
+		return nil, nil, &store.InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
 	}
 	scope := Scope(tenant, a.Case, a.Run)
+	var aead cipher.AEAD
+	var wrapped []byte
 	ms := make([]canon.Member, len(v.Members))
 	for i, m := range v.Members {
 		ms[i] = m
 		if !Seals(a.Kind, m.Key) {
 			continue
 		}
-		env, err := j.seal(ctx, scope, j.ad(tenant, a.Run, seq, m.Key), m.Value.Marshal())
-		if err != nil {
-			return nil, err
+		if aead == nil {
+			var key []byte
+			key, wrapped, err = j.ring.Wrap(ctx, scope)
+			if err != nil {
+				return nil, nil, fmt.Errorf("sealed: wrap a data key: %w", err)
+			}
+			if aead, err = chacha20poly1305.NewX(key); err != nil {
+				return nil, nil, err
+			}
+			clear(key)
 		}
+		nonce := make([]byte, chacha20poly1305.NonceSizeX)
+		if _, err := io.ReadFull(j.rand, nonce); err != nil {
+			return nil, nil, fmt.Errorf("sealed: nonce: %w", err)
+		}
+		env := Envelope{Wrapped: wrapped, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, m.Value.Marshal(), j.ad(tenant, a.Run, seq, m.Key))}
 		ms[i].Value = canon.StringValue(env.Marshal())
 	}
-	return canon.Value{Kind: canon.Object, Members: ms}.Marshal(), nil
-}
-
-func (j *Journal) seal(ctx context.Context, scope string, ad, plain []byte) (Envelope, error) {
-	key, wrapped, err := j.ring.Wrap(ctx, scope)
-	if err != nil {
-		return Envelope{}, fmt.Errorf("sealed: wrap a data key: %w", err)
-	}
-	aead, err := chacha20poly1305.NewX(key)
-	if err != nil {
-		return Envelope{}, err
-	}
-	nonce := make([]byte, chacha20poly1305.NonceSizeX)
-	if _, err := io.ReadFull(j.rand, nonce); err != nil {
-		return Envelope{}, fmt.Errorf("sealed: nonce: %w", err)
-	}
-	return Envelope{Wrapped: wrapped, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, plain, ad)}, nil
+	return canon.Value{Kind: canon.Object, Members: ms}.Marshal(), v.Marshal(), nil
 }
 
 // State says how a field of a record read through a sealing journal stands.
@@ -468,16 +472,17 @@ type atomic struct {
 // head moved, the store refuses it, the transaction (work included) rolls
 // back, and work runs again on the new head.
 func (a *atomic) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
-	var batch []store.Append // what the last try of work returned
-	restored := func(i int) bool { return i < len(batch) && batch[i].Raw != nil }
-	return a.j.retry(ctx, run, restored, func(head store.Seq) ([]store.Record, error) {
+	var plain [][]byte // the opened fields of what the last try of work returned
+	return a.j.retry(ctx, run, func(i int) []byte { return plain[i] }, func(head store.Seq) ([]store.Record, error) {
 		return a.inner.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
-			var err error
-			batch, err = work(ctx, tx)
+			batch, err := work(ctx, tx)
 			if err != nil || len(batch) == 0 {
+				plain = make([][]byte, len(batch))
 				return batch, err
 			}
-			return a.j.sealBatch(ctx, head, epoch, batch)
+			var out []store.Append
+			out, plain, err = a.j.sealBatch(ctx, head, epoch, batch)
+			return out, err
 		})
 	})
 }
