@@ -112,6 +112,13 @@ func (t *Tree) Verify(ctx context.Context) error {
 		return nil
 	}
 	refs := edgeRefs(t.Size)
+	if e := t.cache.edge(t.Size, t.Root); e != nil {
+		for _, r := range refs {
+			t.tiles[r] = e[r.Level]
+		}
+		t.edge = true
+		return nil
+	}
 	edge := make(map[int][]log.Hash, len(refs))
 	for _, r := range refs {
 		hs, err := t.fetch(ctx, r, false)
@@ -143,6 +150,7 @@ func (t *Tree) Verify(ctx context.Context) error {
 	for _, r := range refs {
 		t.tiles[r] = edge[r.Level]
 	}
+	t.cache.putEdge(t.Size, t.Root, edge)
 	t.edge = true
 	return nil
 }
