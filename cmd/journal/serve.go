@@ -46,6 +46,7 @@ and stops.`
 type serveConfig struct {
 	loc       location
 	tenants   []string // the first is --tenant
+	tilesDir  string   // keep DIR/<tenant>/ a current tlog-tiles layout (tiles.go)
 	listen    string
 	policy    string
 	public    bool
@@ -90,6 +91,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.StringSliceVar(&more, "tenants", nil, "more tenants to serve besides --tenant (comma-separated); requests name theirs with ?tenant=")
 	f.StringVar(&c.policy, "policy", "", "tlog-policy file naming the witnesses (with URLs) and the quorum")
 	f.BoolVar(&c.public, "public", false, "answer checkpoint and proof reads without a token")
+	f.StringVar(&c.tilesDir, "tiles-dir", "", "also keep DIR/<tenant>/ a current C2SP tlog-tiles layout of each tenant's log (as 'journal tiles sync')")
 	f.DurationVar(&c.interval, "checkpoint-interval", time.Minute, "sign a checkpoint this often")
 	f.IntVar(&c.every, "checkpoint-every", 100, "sign a checkpoint after this many seals")
 	f.DurationVar(&c.minRetry, "retry-min", time.Second, "first retry delay after a witness failure")
@@ -204,6 +206,9 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	var wg sync.WaitGroup
 	for _, tw := range work {
 		wg.Go(func() { tw.signer.Run(bg) })
+		if c.tilesDir != "" {
+			wg.Go(func() { a.keepTiles(bg, tw.api.Store, c.tilesDir) })
+		}
 		if tw.pub != nil {
 			wg.Go(func() {
 				if err := tw.pub.Run(bg); err != nil {
