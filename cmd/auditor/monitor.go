@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -266,8 +267,9 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
 			reason := fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err)
-			if provesFork(prev.Size, cur.Size, prev.Root, cur.Root, proof, err) {
-				return m.fork(old.note, note, proof, reason+"; the proof reproduces the newer signed root, so the log's own tree disagrees with the saved checkpoint")
+			if alt, ok := provesFork(prev.Size, cur.Size, prev.Root, cur.Root, proof, err); ok {
+				return m.fork(old.note, note, proof, fmt.Sprintf("%s; the proof reproduces the newer signed root of size %d, so that tree gives its first %d leaves the root %s, not the saved signed root %s",
+					reason, cur.Size, prev.Size, hex.EncodeToString(alt[:]), hex.EncodeToString(prev.Root[:])))
 			}
 			return m.badProof(ctx, old, reason)
 		}
@@ -282,7 +284,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		proof, err := m.consistency(ctx, cur.Size, prev.Size)
 		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
-				if provesFork(cur.Size, prev.Size, cur.Root, prev.Root, proof, verr) {
+				if _, ok := provesFork(cur.Size, prev.Size, cur.Root, prev.Root, proof, verr); ok {
 					return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d reproduces the saved root but not the served one: %v", cur.Size, prev.Size, verr))
 				}
 				if res := m.badProof(ctx, old, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr)); res.Code == exitFork {
@@ -341,13 +343,15 @@ func (m *monitor) badProof(ctx context.Context, old *state, reason string) check
 // tree's first oldSize leaves. If that is not the older signed root, the log
 // signed two checkpoints that cannot both be true, and the proof shows it to
 // anyone. A proof that does not reproduce the newer root proves nothing.
-func provesFork(oldSize, newSize uint64, oldRoot, newRoot log.Hash, p []log.Hash, verr error) bool {
+//
+// It returns that other root of the older size, which the evidence names.
+func provesFork(oldSize, newSize uint64, oldRoot, newRoot log.Hash, p []log.Hash, verr error) (log.Hash, bool) {
 	var rm proof.RootMismatchError
 	if !errors.As(verr, &rm) || !bytes.Equal(rm.ExpectedRoot, oldRoot[:]) || len(rm.CalculatedRoot) != len(oldRoot) {
-		return false
+		return log.Hash{}, false
 	}
 	alt := log.Hash(rm.CalculatedRoot)
-	return alt != oldRoot && log.VerifyConsistency(oldSize, newSize, alt, newRoot, p) == nil
+	return alt, alt != oldRoot && log.VerifyConsistency(oldSize, newSize, alt, newRoot, p) == nil
 }
 
 // consistency fetches the proof from oldSize to newSize. A malformed

@@ -186,6 +186,9 @@ func TestMonitorTiles(t *testing.T) {
 		proof = append(proof, h)
 	}
 	i := strings.Index(ev.Reason, "leaves the root ")
+	if i < 0 || len(ev.Reason) < i+16+64 {
+		t.Fatalf("the fork evidence does not name the served tree's root at the saved size: %s", ev.Reason)
+	}
 	xb, _ := hex.DecodeString(ev.Reason[i+16 : i+16+64])
 	a, c := savedN.Checkpoint(), served.Checkpoint()
 	if err := log.VerifyConsistency(a.Size, c.Size, log.Hash(xb), c.Root, proof); err != nil || log.Hash(xb) == a.Root {
