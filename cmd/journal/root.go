@@ -66,6 +66,8 @@ type app struct {
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
 
 	onServe func(addr string) // tests learn where serve listens
+
+	sealing sealingState // --keyring (sealing.go)
 }
 
 // run executes the CLI with args (without the program name) and returns the
@@ -184,6 +186,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.discloseCmd(),
 		a.disclosuresCmd(),
 	)
+	a.addSealing(root)
 	return root
 }
 
@@ -248,6 +251,9 @@ func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store,
 // journal, reporting a close failure only when fn succeeded.
 func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) error {
 	s, _, err := a.openStore(ctx, a.storeArg, false)
+	if err == nil {
+		s, err = a.withSealing(ctx, s)
+	}
 	if err != nil {
 		return err
 	}
