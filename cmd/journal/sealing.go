@@ -34,6 +34,12 @@ type sealingState struct {
 // leases) work on the stored bytes with no key.
 var needsKeys = map[string]bool{"serve": true, "append": true, "read": true, "erase": true}
 
+// marksSealed are the commands whose first run with --keyring marks the
+// journal sealed: the ones that write callers' data. (Not restore: it
+// needs an empty target, and an export of a sealed journal carries its
+// marker run.)
+var marksSealed = map[string]bool{"serve": true, "append": true, "erase": true}
+
 // addSealing registers --keyring and the erase command on root.
 func (a *app) addSealing(root *cobra.Command) {
 	root.PersistentFlags().StringVar(&a.sealing.spec, "keyring", "",
@@ -105,7 +111,7 @@ func (a *app) withSealing(ctx context.Context, s journalStore) (journalStore, er
 		s.Close()
 		return nil, err
 	}
-	if !marked && a.sealing.cmd != "read" {
+	if !marked && marksSealed[a.sealing.cmd] {
 		if err := markSealed(ctx, s); err != nil {
 			s.Close()
 			closeRing()
