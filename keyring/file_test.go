@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -128,4 +129,21 @@ func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
 	if _, _, err := a.Wrap(ctx, s); !errors.Is(err, keyring.ErrErased) {
 		t.Fatalf("the caching handle still wraps under an erased scope: %v", err)
 	}
+}
+
+// FuzzValidateScope: a scope becomes a path under the ring's directory, so
+// whatever ValidateScope accepts must stay inside it.
+func FuzzValidateScope(f *testing.F) {
+	f.Add("default/case/01M8SNY25MTQ9VP1YG42CGNP5K")
+	f.Add("../../etc/passwd")
+	f.Add("a/./b")
+	f.Fuzz(func(t *testing.T, s string) {
+		if keyring.ValidateScope(s) != nil {
+			return
+		}
+		p := filepath.Join("/ring", filepath.FromSlash(s))
+		if rel, err := filepath.Rel("/ring", p); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			t.Fatalf("scope %q escapes the ring directory: %s", s, p)
+		}
+	})
 }
