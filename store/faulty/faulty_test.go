@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/faulty"
 	"github.com/runseal/runseal/store/sqlite"
@@ -149,12 +150,14 @@ func TestFailBeforeCommit_WritesNothing(t *testing.T) {
 // study in one process and must refuse a store several processes write.
 func TestShared_LifecycleRefusesSharedStore(t *testing.T) {
 	s, _ := openSQLite(t)
-	if _, err := lifecycle.NewJournalStorage(s); err != nil {
+	js, err := journalstore.New(s)
+	if err != nil {
 		t.Fatalf("single-writer store refused: %v", err)
 	}
-	_, err := lifecycle.NewJournalStorage(faulty.NewShared(s))
-	if lifecycle.KindOf(err) != lifecycle.KindUnsupported {
-		t.Fatalf("NewJournalStorage(shared) = %v, want KindUnsupported", err)
+	js.Close()
+	_, err = journalstore.New(faulty.NewShared(s))
+	if !errors.Is(err, lifecycle.ErrUnsupported) {
+		t.Fatalf("journalstore.New(shared) = %v, want lifecycle.ErrUnsupported", err)
 	}
 }
 
