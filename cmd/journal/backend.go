@@ -221,12 +221,15 @@ func closeStores(ss []journalStore) error {
 // close failure only when fn succeeded.
 func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) error {
 	s, _, err := a.openStore(ctx, a.location(), a.tenant, false)
-	if err == nil {
-		s, err = a.withSealing(ctx, s) // sealing.go: --keyring
-	}
 	if err != nil {
 		return err
 	}
+	ws, err := a.withSealing(ctx, s) // sealing.go: --keyring
+	if err != nil {
+		s.Close()
+		return err
+	}
+	s = ws
 	err = fn(s)
 	if cerr := s.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close journal: %w", cerr)

@@ -92,33 +92,42 @@ func (s sealedStore) Close() error {
 
 // withSealing puts an opened journal behind the key ring when --keyring is
 // given, and refuses a sealed journal without one for a command that needs
-// the keys. A journal first written with --keyring is marked sealed.
+// the keys. A journal first written with --keyring is marked sealed. On
+// error s is left open, for the caller to close.
 func (a *app) withSealing(ctx context.Context, s journalStore) (journalStore, error) {
 	_, marked, err := s.AdmittedAs(ctx, sealedMarker)
 	if err != nil {
-		s.Close()
 		return nil, err
 	}
 	if a.sealing.spec == "" {
 		if marked && needsKeys[a.sealing.cmd] {
-			s.Close()
 			return nil, usageErrorf("this journal is sealed: %q reads or writes sealed data and needs its key ring; pass --keyring DIR or --keyring pkcs11:...", a.sealing.cmd)
 		}
 		return s, nil
 	}
 	ring, closeRing, err := openRing(a.sealing.spec)
 	if err != nil {
-		s.Close()
 		return nil, err
 	}
 	if !marked && marksSealed[a.sealing.cmd] {
 		if err := markSealed(ctx, s); err != nil {
-			s.Close()
 			closeRing()
 			return nil, fmt.Errorf("mark the journal sealed: %w", err)
 		}
 	}
 	return sealedStore{Journal: sealed.New(s, ring, sealed.Options{}), closeRing: closeRing}, nil
+}
+
+// sealStores is withSealing for each of serve's tenant views, in place.
+func (a *app) sealStores(ctx context.Context, stores []journalStore) error {
+	for i, s := range stores {
+		ws, err := a.withSealing(ctx, s)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", s.Tenant(), err)
+		}
+		stores[i] = ws
+	}
+	return nil
 }
 
 // markSealed writes the marker run: admitted under sealedMarker, concluded

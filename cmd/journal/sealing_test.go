@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -57,4 +58,31 @@ func TestSealedJournal_AppendReadEraseCLI(t *testing.T) {
 	}
 	expect(t, cli(t, db, "", "erase", "--case", store.NewCaseID().String(), "--reason", "x", "--keyring", ring), exitFailure, "unknown to this key ring")
 	expect(t, cli(t, db, "", "verify", "--all"), exitOK)
+}
+
+// TestServeSealed: serve with --keyring seals what clients append over
+// HTTP (the stored bytes hold no caller data), and a sealed journal served
+// without --keyring is refused at start, naming the flag.
+func TestServeSealed(t *testing.T) {
+	db := newJournal(t)
+	ring := filepath.Join(t.TempDir(), "keys")
+	writer := createToken(t, db, "default", "writer")
+	sv := startServe(t, db, "--keyring", ring)
+	run := store.NewRunID()
+	code, body := sv.do("POST", "/v1/append?epoch=1", writer,
+		`{"run":"`+run.String()+`","kind":"Note","secret":"Ada Lovelace"}`+"\n")
+	if code != 200 {
+		t.Fatalf("append over HTTP: %d %s", code, body)
+	}
+	if sv.stop() != 0 {
+		t.Fatal("serve did not stop cleanly")
+	}
+	s := openStore(t, db, nil)
+	recs, err := s.Read(context.Background(), run, 1)
+	s.Close()
+	if err != nil || len(recs) != 1 || strings.Contains(string(recs[0].Raw), "Ada") || !strings.Contains(string(recs[0].Raw), `"sealed:`) {
+		t.Fatalf("served append is not sealed: %v %v", recs, err)
+	}
+	r := cli(t, db, "", "serve", "--listen", "127.0.0.1:0")
+	expect(t, r, exitUsage, "--keyring")
 }
