@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/runseal/runseal/internal/groupcommit"
 )
 
 // StoreSchemaVersion is the schema this code writes; a file with another
@@ -100,11 +102,9 @@ type Store struct {
 	now func() time.Time
 	log *slog.Logger
 
-	ops       chan *op
+	writes    *groupcommit.Queue[groupcommit.Work]
 	maxGroup  int
 	closeOnce sync.Once
-	closed    chan struct{}
-	done      chan struct{}
 
 	// groupHook, if set before the first write, is told the size and
 	// duration of every committed group (metrics).
@@ -113,7 +113,7 @@ type Store struct {
 	// Statements of the add-checkpoint path, prepared once on the writer's
 	// connection: at thousands of writes a second, parsing SQL again for
 	// each would cost the single writer more than the writes.
-	savepoint, release, rollbackTo, keyExists, casUpdate *sql.Stmt
+	savepoint, release, rollbackTo, keyExists, casUpdate, casUpdateKey *sql.Stmt
 
 	// logRow is the configuration read of the add-checkpoint path, on
 	// the reader pool (database/sql prepares it on each reader once).
@@ -132,6 +132,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.keyExists, "SELECT EXISTS(SELECT 1 FROM log_keys WHERE origin = ? AND vkey = ?)"},
 		{&s.casUpdate, `UPDATE logs SET size = ?, root = ?, note = ?, cosigned_at = ?
 			WHERE origin = ? AND size = ? AND root = ?`},
+		{&s.casUpdateKey, `UPDATE logs SET size = ?, root = ?, note = ?, cosigned_at = ?
+			WHERE origin = ? AND size = ? AND root = ?
+			AND EXISTS(SELECT 1 FROM log_keys WHERE origin = ? AND vkey = ?)`},
 	} {
 		st, err := s.wdb.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -234,7 +237,6 @@ func OpenStore(ctx context.Context, path string, opts StoreOptions) (*Store, err
 	rdb.SetMaxIdleConns(8)
 	s := &Store{
 		wdb: wdb, rdb: rdb, now: opts.Now, log: opts.Logger, maxGroup: opts.MaxGroup,
-		ops: make(chan *op), closed: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -251,7 +253,7 @@ func OpenStore(ctx context.Context, path string, opts StoreOptions) (*Store, err
 		wdb.Close()
 		return nil, fmt.Errorf("open witness state %s: %w", path, err)
 	}
-	go s.writer()
+	s.startWriter()
 	return s, nil
 }
 
@@ -288,14 +290,17 @@ func migrate(ctx context.Context, db *sql.DB) error {
 
 // Close stops the writer after the writes already queued and closes the file.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.closed) })
-	<-s.done
-	return errors.Join(s.closeStmts(), s.rdb.Close(), s.wdb.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		s.writes.Close()
+		err = errors.Join(s.closeStmts(), s.rdb.Close(), s.wdb.Close())
+	})
+	return err
 }
 
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.logRow} {
+	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.casUpdateKey, s.logRow} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -312,19 +317,43 @@ func OriginHash(origin string) string {
 
 // ---- the writer: group commit -----------------------------------------------
 
-// op is one write: fn runs inside the group's transaction, in its own
-// savepoint. fn must derive everything from the database state it reads and
-// its own inputs, because a group that hits an infrastructure failure
-// re-runs its members.
-type op struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, tx *sql.Tx) error
-	done chan error
+// startWriter starts the group commit every write goes through: one
+// committer on the writer connection, each write in its own savepoint (see
+// internal/groupcommit).
+func (s *Store) startWriter() {
+	stmts := map[string]*sql.Stmt{
+		groupcommit.Savepoint:  s.savepoint,
+		groupcommit.Release:    s.release,
+		groupcommit.RollbackTo: s.rollbackTo,
+	}
+	c := &groupcommit.SQL{
+		DB: s.wdb,
+		Exec: func(ctx context.Context, tx *sql.Tx, q string) error {
+			_, err := tx.StmtContext(ctx, stmts[q]).ExecContext(ctx)
+			return err
+		},
+		Refused: func(err error) bool { _, ok := errors.AsType[*refusal](err); return ok },
+		Failed: func(step string, err error) error {
+			return fmt.Errorf("%w: %s: %v", ErrUnavailable, step, err)
+		},
+		// The members answer 503 and never release a cosignature; their
+		// callers reload the state before the next request, so either
+		// outcome of a COMMIT in doubt is handled.
+		InDoubt: func(err error) error {
+			return fmt.Errorf("%w: commit: %v (outcome unknown)", ErrUnavailable, err)
+		},
+		Committed: func(n int, d time.Duration) {
+			if s.groupHook != nil {
+				s.groupHook(n, d)
+			}
+		},
+	}
+	s.writes = groupcommit.New(groupcommit.Config[groupcommit.Work]{Attempt: c.Attempt, MaxGroup: s.maxGroup})
 }
 
-// A refusal is an op's answer that the write must not happen for a reason
-// of its own (a stale compare-and-swap, an existing log): its savepoint
-// rolls back and the rest of the group commits.
+// A refusal is a write's answer that it must not happen for a reason of
+// its own (a stale compare-and-swap, an existing log): its savepoint rolls
+// back and the rest of the group commits.
 type refusal struct{ err error }
 
 func (r *refusal) Error() string { return r.err.Error() }
@@ -332,125 +361,23 @@ func (r *refusal) Unwrap() error { return r.err }
 
 func refuse(err error) error { return &refusal{err} }
 
-// write queues fn for the writer and waits for its commit. The wait does not
-// end early when ctx is cancelled: the caller must learn whether its write
-// landed. A write whose ctx is already cancelled when its turn comes is
-// skipped with ctx's error and writes nothing. A refusal comes back as the
-// error it wraps.
+// write queues fn for the writer and waits for its commit. fn must derive
+// everything from the database state it reads and its own inputs, because
+// a group that hits an infrastructure failure re-runs its members. The
+// wait does not end early when ctx is cancelled: the caller must learn
+// whether its write landed. A write whose ctx is already cancelled when its
+// turn comes is skipped with ctx's error and writes nothing. A refusal
+// comes back as the error it wraps.
 //
 // fn is given ctx without its cancellation: once a member has started, a
 // caller giving up must not poison the transaction of the whole group.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case s.ops <- o:
-	case <-s.closed:
+	err := s.writes.Submit(ctx, groupcommit.Work{Run: fn})
+	if errors.Is(err, groupcommit.ErrClosed) {
 		return fmt.Errorf("%w: state store closed", ErrUnavailable)
-	case <-ctx.Done():
-		return ctx.Err()
 	}
-	err := <-o.done
 	if r, ok := errors.AsType[*refusal](err); ok {
 		return r.err
 	}
 	return err
-}
-
-func (s *Store) writer() {
-	defer close(s.done)
-	for {
-		var first *op
-		select {
-		case first = <-s.ops:
-		case <-s.closed:
-			return
-		}
-		group := []*op{first}
-	drain:
-		for len(group) < s.maxGroup {
-			select {
-			case o := <-s.ops:
-				group = append(group, o)
-			default:
-				break drain
-			}
-		}
-		s.commitGroup(group)
-	}
-}
-
-// commitGroup runs a group in one transaction. A member refused for a
-// reason of its own rolls back to its savepoint and the group goes on. Any
-// other failure poisons the transaction: it is rolled back, the failing
-// member gets the error, and the members before and after it run again in a
-// fresh one.
-func (s *Store) commitGroup(pending []*op) {
-	for len(pending) > 0 {
-		pending = s.tryGroup(pending)
-	}
-}
-
-func (s *Store) tryGroup(pending []*op) (retry []*op) {
-	bg := context.Background()
-	start := time.Now()
-	tx, err := s.wdb.BeginTx(bg, nil)
-	if err != nil {
-		for _, o := range pending {
-			o.done <- fmt.Errorf("%w: begin transaction: %v", ErrUnavailable, err)
-		}
-		return nil
-	}
-	var ok []*op
-	for i, o := range pending {
-		if err := o.ctx.Err(); err != nil {
-			o.done <- err
-			continue
-		}
-		if _, err := tx.StmtContext(bg, s.savepoint).ExecContext(bg); err != nil {
-			tx.Rollback()
-			o.done <- fmt.Errorf("%w: savepoint: %v", ErrUnavailable, err)
-			return append(ok, pending[i+1:]...)
-		}
-		err := o.fn(context.WithoutCancel(o.ctx), tx)
-		if err == nil {
-			if _, err := tx.StmtContext(bg, s.release).ExecContext(bg); err != nil {
-				tx.Rollback()
-				o.done <- fmt.Errorf("%w: release savepoint: %v", ErrUnavailable, err)
-				return append(ok, pending[i+1:]...)
-			}
-			ok = append(ok, o)
-			continue
-		}
-		if _, refused := errors.AsType[*refusal](err); refused {
-			_, e1 := tx.StmtContext(bg, s.rollbackTo).ExecContext(bg)
-			_, e2 := tx.StmtContext(bg, s.release).ExecContext(bg)
-			if e1 == nil && e2 == nil {
-				o.done <- err
-				continue
-			}
-		}
-		tx.Rollback()
-		o.done <- err
-		return append(ok, pending[i+1:]...)
-	}
-	if err := tx.Commit(); err != nil {
-		// SQLite may or may not have made the commit durable when COMMIT
-		// reports an I/O error. The members answer 503 and never release
-		// a cosignature; their callers reload the state before the next
-		// request, so either outcome is handled.
-		for _, o := range ok {
-			o.done <- fmt.Errorf("%w: commit: %v (outcome unknown)", ErrUnavailable, err)
-		}
-		return nil
-	}
-	if s.groupHook != nil && len(ok) > 0 {
-		s.groupHook(len(ok), time.Since(start))
-	}
-	for _, o := range ok {
-		o.done <- nil
-	}
-	return nil
 }

@@ -88,16 +88,23 @@ type benchPoint struct {
 	RatioBatched   float64     `json:"ratio_batched"` // journal / ceiling_batched records/s
 }
 
+// targetVerdict judges the points. The ratio target is judged against the
+// batched ceiling, the fairest one: a journal that only beats callers
+// committing one by one has not shown it batches well.
 type targetVerdict struct {
 	RecordsPerSecAt64x1 float64 `json:"records_per_sec_at_64x1"`
 	RecordsPerSecTarget float64 `json:"records_per_sec_target"`
 	RecordsPerSecMet    bool    `json:"records_per_sec_met"`
 	RatioTarget         float64 `json:"ratio_target"`
-	MinRatio            float64 `json:"min_ratio"`
-	RatioMet            bool    `json:"ratio_met"`
-	MinRatioBatched     float64 `json:"min_ratio_batched"`
-	RatioBatchedMet     bool    `json:"ratio_batched_met"`
-	BelowBatched        string  `json:"below_batched,omitempty"` // the points under the target against ceiling_batched
+	// MinRatio is the lowest journal/ceiling (per-caller commits), for
+	// reference only.
+	MinRatio        float64 `json:"min_ratio"`
+	MinRatioBatched float64 `json:"min_ratio_batched"`
+	// RatioMet and RatioBatchedMet both say whether every point reached
+	// RatioTarget of ceiling_batched.
+	RatioMet        bool   `json:"ratio_met"`
+	RatioBatchedMet bool   `json:"ratio_batched_met"`
+	BelowBatched    string `json:"below_batched,omitempty"` // the points under the target against ceiling_batched
 }
 
 type benchOptions struct {
@@ -132,8 +139,9 @@ no fence and no index work:
                    transaction: the best any batching gets
 
 ratio is journal/ceiling and ratio_batched journal/ceiling_batched. Targets:
-at 64 concurrent single-record appenders at least 5000 records/s, and a ratio
-of at least 0.5 at every point.
+at 64 concurrent single-record appenders at least 5000 records/s, and at
+least 0.5 of the batched ceiling at every point (the verdict is judged
+against ceiling_batched; the per-caller ratio is printed for reference).
 
 --verify-records N also builds a journal with one run of N records (and one of
 N/10) and measures, each in a child process, the wall time and peak RSS of
@@ -318,8 +326,8 @@ func judge(points []benchPoint) *targetVerdict {
 			below = append(below, fmt.Sprintf("c=%d b=%d at %.2f of batched", p.Concurrency, p.Batch, p.RatioBatched))
 		}
 	}
-	t.RatioMet = t.MinRatio >= targetRatio
 	t.RatioBatchedMet = t.MinRatioBatched >= targetRatio
+	t.RatioMet = t.RatioBatchedMet
 	if len(below) > 0 {
 		t.BelowBatched = strings.Join(below, "; ")
 	}
@@ -337,8 +345,11 @@ func printBench(w io.Writer, r benchReport) {
 				p.Journal.RecordsPerSec, p.Journal.P50us, p.Journal.P99us, p.Ceiling.RecordsPerSec, p.Ratio, p.CeilingBatched.RecordsPerSec, p.RatioBatched)
 		}
 		t := r.Targets
-		fmt.Fprintf(w, "target %d records/s at 64x1: %.0f (%s); ratio >= %.2f: min %.2f (%s), batched min %.2f (%s)\n",
-			targetRecordsPerSec, t.RecordsPerSecAt64x1, metText(t.RecordsPerSecMet), targetRatio, t.MinRatio, metText(t.RatioMet), t.MinRatioBatched, metText(t.RatioBatchedMet))
+		fmt.Fprintf(w, "target %d records/s at 64x1: %.0f (%s); >= %.2f of the batched ceiling at every point: min %.2f (%s); of the per-caller ceiling: min %.2f\n",
+			targetRecordsPerSec, t.RecordsPerSecAt64x1, metText(t.RecordsPerSecMet), targetRatio, t.MinRatioBatched, metText(t.RatioBatchedMet), t.MinRatio)
+		if t.BelowBatched != "" {
+			fmt.Fprintf(w, "below target: %s\n", t.BelowBatched)
+		}
 	}
 	for _, s := range r.Scale {
 		rss := "-"

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runseal/runseal/internal/canon"
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
 )
 
@@ -28,13 +31,12 @@ import (
 
 // appendReq is one caller's Append waiting for its group.
 type appendReq struct {
-	ctx   context.Context
-	run   store.RunID
-	epoch store.Epoch
-	batch []store.Append
-	keys  []string // admission keys the batch claims
-	recs  []store.Record
-	done  chan error
+	run     store.RunID
+	epoch   store.Epoch
+	batch   []store.Append
+	keys    []string // what the append claims: its run, the admission keys of its batch
+	recs    []store.Record
+	careful bool // its group is written one statement per row
 }
 
 // admissionKeys lists the admission keys a batch claims. Two members of
@@ -68,43 +70,31 @@ func admissionKeys(batch []store.Append) []string {
 	return keys
 }
 
-// groupMembers tracks what a group being formed already holds: at most one
-// append per run and one claim per admission key.
-type groupMembers struct {
-	runs map[store.RunID]bool
-	keys map[string]bool
-}
-
-func (g *groupMembers) admits(r *appendReq) bool {
-	if g.runs[r.run] {
-		return false
-	}
-	for _, k := range r.keys {
-		if g.keys[k] {
-			return false
-		}
-	}
-	return true
-}
-
-func (g *groupMembers) add(r *appendReq) {
-	g.runs[r.run] = true
-	for _, k := range r.keys {
-		g.keys[k] = true
-	}
-}
-
-// startCommitters starts the group committers; Close stops them.
+// startCommitters starts the group commits of appends and of seals;
+// Close stops them. Appends and seals to one run, and appends claiming one
+// admission key, are never in flight together: two such members in one
+// transaction would make the loser's refusal abort the winner's write too,
+// and the loser, finding no holder to name, would retry against the same
+// group forever.
 func (s *Store) startCommitters(n int) {
-	s.appends = make(chan *appendReq)
-	s.seals = make(chan *sealReq)
-	s.stop = make(chan struct{})
-	for i := 0; i < n; i++ {
-		s.committers.Add(1)
-		go s.committer()
+	backoff := func(fails int) time.Duration {
+		return time.Duration(1<<fails)*time.Millisecond + time.Duration(rand.IntN(1000))*time.Microsecond
 	}
-	s.committers.Add(1)
-	go s.sealCommitter()
+	s.appends = groupcommit.New(groupcommit.Config[*appendReq]{
+		Attempt:     s.tryGroup,
+		Keys:        func(r *appendReq) []string { return r.keys },
+		MaxGroup:    s.maxGroup,
+		Committers:  n,
+		MaxAttempts: maxAttempts,
+		Backoff:     backoff,
+	})
+	s.seals = groupcommit.New(groupcommit.Config[*sealReq]{
+		Attempt:     s.trySeals,
+		Keys:        func(r *sealReq) []string { return []string{r.run.String()} },
+		MaxGroup:    s.maxGroup,
+		MaxAttempts: maxAttempts,
+		Backoff:     func(fails int) time.Duration { return time.Duration(1<<fails) * time.Millisecond },
+	})
 }
 
 // enqueueAppend hands an append to the committers and waits for its
@@ -112,96 +102,31 @@ func (s *Store) startCommitters(n int) {
 // must learn whether its write landed. An append whose ctx is cancelled
 // before its group starts is skipped and writes nothing.
 func (s *Store) enqueueAppend(ctx context.Context, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	r := &appendReq{ctx: ctx, run: run, epoch: epoch, batch: batch, keys: admissionKeys(batch), done: make(chan error, 1)}
-	select {
-	case s.appends <- r:
-	case <-s.stop:
-		return nil, store.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if err := <-r.done; err != nil {
+	r := &appendReq{run: run, epoch: epoch, batch: batch, keys: append([]string{run.String()}, prefixed("admission:", admissionKeys(batch))...)}
+	if err := s.appends.Submit(ctx, r); err != nil {
+		if errors.Is(err, groupcommit.ErrClosed) {
+			return nil, store.ErrClosed
+		}
 		return nil, s.wrap(func() string { return "append to run " + run.String() }, err)
 	}
 	return r.recs, nil
 }
 
-func (s *Store) committer() {
-	defer s.committers.Done()
-	var carry []*appendReq // appends to a run already in the last group
-	for {
-		var group []*appendReq
-		seen := groupMembers{runs: map[store.RunID]bool{}, keys: map[string]bool{}}
-		var rest []*appendReq
-		for _, r := range carry {
-			if seen.admits(r) && len(group) < s.maxGroup {
-				seen.add(r)
-				group = append(group, r)
-			} else {
-				rest = append(rest, r)
-			}
-		}
-		carry = rest
-		if len(group) == 0 {
-			select {
-			case r := <-s.appends:
-				seen.add(r)
-				group = append(group, r)
-			case <-s.stop:
-				return
-			}
-		}
-	drain:
-		for len(group) < s.maxGroup {
-			select {
-			case r := <-s.appends:
-				if !seen.admits(r) {
-					carry = append(carry, r)
-					continue
-				}
-				seen.add(r)
-				group = append(group, r)
-			default:
-				break drain
-			}
-		}
-		s.commitGroup(group)
-	}
+// byRun returns ms sorted by run id: every writer takes its runs' locks in
+// that order, so groups in different processes cannot deadlock.
+func byRun[T any](ms []*groupcommit.Member[T], run func(T) store.RunID) []*groupcommit.Member[T] {
+	out := slices.Clone(ms)
+	slices.SortStableFunc(out, func(a, b *groupcommit.Member[T]) int {
+		return strings.Compare(run(a.Req).String(), run(b.Req).String())
+	})
+	return out
 }
 
-// commitGroup writes a group, retrying what failed transiently, until every
-// member has its answer.
-func (s *Store) commitGroup(group []*appendReq) {
-	pending := group[:0:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- err
-			continue
-		}
-		pending = append(pending, r)
+func prefixed(p string, keys []string) []string {
+	for i, k := range keys {
+		keys[i] = p + k
 	}
-	sort.Slice(pending, func(i, j int) bool { return pending[i].run.String() < pending[j].run.String() })
-	// An attempt that answers nobody is a failure; one that answers a
-	// refused member and sends the rest back has made progress.
-	careful := false
-	for fails := 0; len(pending) > 0; {
-		retry, err := s.tryGroup(pending, careful)
-		if err == errCareful {
-			careful = true
-			pending = retry
-			continue
-		}
-		if len(retry) == len(pending) {
-			if fails++; fails >= maxAttempts {
-				for _, r := range retry {
-					r.done <- err
-				}
-				return
-			}
-			time.Sleep(time.Duration(1<<fails)*time.Millisecond + time.Duration(rand.IntN(1000))*time.Microsecond)
-		}
-		pending = retry
-	}
+	return keys
 }
 
 // tryGroup writes pending in one transaction. It answers every member it
@@ -209,7 +134,9 @@ func (s *Store) commitGroup(group []*appendReq) {
 //
 // A group is written with one statement per table unless careful, when
 // each row has its own statement so a refusal can be pinned on its member.
-func (s *Store) tryGroup(pending []*appendReq, careful bool) ([]*appendReq, error) {
+func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.Member[*appendReq], error) {
+	pending := byRun(ms, func(r *appendReq) store.RunID { return r.run })
+	careful := pending[0].Req.careful
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
@@ -217,25 +144,27 @@ func (s *Store) tryGroup(pending []*appendReq, careful bool) ([]*appendReq, erro
 		return failAll(pending, err)
 	}
 	defer x.close()
-	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].run }, len(pending))
+	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].Req.run }, len(pending))
 	if err != nil {
 		return failAll(pending, err)
 	}
 	// Decide each member under its lock; refusals fail alone, now.
 	type member struct {
+		m       *groupcommit.Member[*appendReq]
 		r       *appendReq
 		plan    *appendPlan
 		refused func(int, error) error
 		first   int // index of its first statement in wb
 	}
 	var members []member
-	for i, r := range pending {
+	for i, m := range pending {
+		r := m.Req
 		plan, err := s.planAppend(locks[i], r.run, r.epoch, r.batch)
 		if err != nil {
-			r.done <- err
+			m.Answer(err)
 			continue
 		}
-		members = append(members, member{r: r, plan: plan})
+		members = append(members, member{m: m, r: r, plan: plan})
 	}
 	if len(members) == 0 {
 		return nil, nil
@@ -267,56 +196,55 @@ func (s *Store) tryGroup(pending []*appendReq, careful bool) ([]*appendReq, erro
 	if err == nil {
 		for _, m := range members {
 			m.r.recs = m.plan.records()
-			m.r.done <- nil
+			m.m.Answer(nil)
 		}
 		return nil, nil
 	}
 	if refusedByServer && !careful {
 		// A multi-row statement failed and cannot say whose row it was:
-		// write the group again one statement per row to find out.
-		var all []*appendReq
+		// write the group again one statement per row to find out (the
+		// queue lets a group come back once without counting a failure).
+		var all []*groupcommit.Member[*appendReq]
 		for _, m := range members {
-			all = append(all, m.r)
+			m.r.careful = true
+			all = append(all, m.m)
 		}
-		return all, errCareful
+		return all, nil
 	}
 	var cu *store.CommitUnknownError
 	if errors.As(err, &cu) || culprit < 0 {
 		// In doubt, or no member to blame: every member shares the fate.
-		var all []*appendReq
+		var all []*groupcommit.Member[*appendReq]
 		for _, m := range members {
-			all = append(all, m.r)
+			all = append(all, m.m)
 		}
 		return failAll(all, err)
 	}
 	// One member's write was refused by the server: it gets its answer,
 	// the others run again in a fresh transaction.
-	var retry []*appendReq
+	var retry []*groupcommit.Member[*appendReq]
 	for k, m := range members {
 		if k != culprit {
-			retry = append(retry, m.r)
+			retry = append(retry, m.m)
 		}
 	}
 	mErr := s.explainRefusal(ctx, x, err)
 	if retryable(mErr) {
-		retry = append(retry, members[culprit].r)
+		retry = append(retry, members[culprit].m)
 	} else {
-		members[culprit].r.done <- mErr
+		members[culprit].m.Answer(mErr)
 	}
 	return retry, mErr
 }
 
-// errCareful sends a group back to be written one statement per row.
-var errCareful = errors.New("write the group again statement by statement")
-
 // failAll answers every member with err, unless err says the attempt may
 // simply run again, in which case all are returned for retry.
-func failAll(rs []*appendReq, err error) ([]*appendReq, error) {
+func failAll[T any](ms []*groupcommit.Member[T], err error) ([]*groupcommit.Member[T], error) {
 	if retryable(err) {
-		return rs, err
+		return ms, err
 	}
-	for _, r := range rs {
-		r.done <- err
+	for _, m := range ms {
+		m.Answer(err)
 	}
 	return nil, err
 }

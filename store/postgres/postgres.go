@@ -43,12 +43,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
 )
 
@@ -92,11 +92,9 @@ type Store struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 
-	maxGroup   int
-	appends    chan *appendReq
-	seals      chan *sealReq
-	stop       chan struct{}
-	committers sync.WaitGroup
+	maxGroup int
+	appends  *groupcommit.Queue[*appendReq]
+	seals    *groupcommit.Queue[*sealReq]
 }
 
 var _ store.Journal = (*Store)(nil)
@@ -184,8 +182,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	// Appends already taken by a committer finish before the pool goes.
-	close(s.stop)
-	s.committers.Wait()
+	s.appends.Close()
+	s.seals.Close()
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -2,12 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -24,12 +24,10 @@ import (
 
 // sealReq is one caller's Seal waiting for its group.
 type sealReq struct {
-	ctx     context.Context
 	run     store.RunID
 	epoch   store.Epoch
 	outcome string
 	leaf    store.Digest
-	done    chan error
 }
 
 // Seal implements store.Journal. The run must exist, its latest conclusion
@@ -49,138 +47,58 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 	if err := s.check(ctx); err != nil {
 		return store.Digest{}, err
 	}
-	r := &sealReq{ctx: ctx, run: run, epoch: epoch, outcome: outcome, done: make(chan error, 1)}
-	select {
-	case s.seals <- r:
-	case <-s.stop:
-		return store.Digest{}, store.ErrClosed
-	case <-ctx.Done():
-		return store.Digest{}, ctx.Err()
-	}
-	// Not ended by ctx: the caller must learn whether its seal landed.
-	if err := <-r.done; err != nil {
+	r := &sealReq{run: run, epoch: epoch, outcome: outcome}
+	// Not ended by ctx once taken: the caller must learn whether its seal
+	// landed.
+	if err := s.seals.Submit(ctx, r); err != nil {
+		if errors.Is(err, groupcommit.ErrClosed) {
+			return store.Digest{}, store.ErrClosed
+		}
 		return store.Digest{}, s.wrap(func() string { return "seal run " + run.String() }, err)
 	}
 	return r.leaf, nil
 }
 
-func (s *Store) sealCommitter() {
-	defer s.committers.Done()
-	var carry []*sealReq
-	for {
-		var group []*sealReq
-		seen := map[store.RunID]bool{}
-		var rest []*sealReq
-		for _, r := range carry {
-			if !seen[r.run] && len(group) < s.maxGroup {
-				seen[r.run] = true
-				group = append(group, r)
-			} else {
-				rest = append(rest, r)
-			}
-		}
-		carry = rest
-		if len(group) == 0 {
-			select {
-			case r := <-s.seals:
-				seen[r.run] = true
-				group = append(group, r)
-			case <-s.stop:
-				return
-			}
-		}
-	drain:
-		for len(group) < s.maxGroup {
-			select {
-			case r := <-s.seals:
-				if seen[r.run] {
-					carry = append(carry, r)
-					continue
-				}
-				seen[r.run] = true
-				group = append(group, r)
-			default:
-				break drain
-			}
-		}
-		s.commitSeals(group)
-	}
-}
-
-func (s *Store) commitSeals(group []*sealReq) {
-	pending := group[:0:0]
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- err
-			continue
-		}
-		pending = append(pending, r)
-	}
-	sort.Slice(pending, func(i, j int) bool { return pending[i].run.String() < pending[j].run.String() })
-	for fails := 0; len(pending) > 0; {
-		retry, err := s.trySeals(pending)
-		if len(retry) == len(pending) {
-			if fails++; fails >= maxAttempts {
-				for _, r := range retry {
-					r.done <- err
-				}
-				return
-			}
-			time.Sleep(time.Duration(1<<fails) * time.Millisecond)
-		}
-		pending = retry
-	}
-}
-
-func failSeals(rs []*sealReq, err error) ([]*sealReq, error) {
-	if retryable(err) {
-		return rs, err
-	}
-	for _, r := range rs {
-		r.done <- err
-	}
-	return nil, err
-}
-
 // trySeals seals pending in one transaction, answering every member it can
 // and returning those to try again.
-func (s *Store) trySeals(pending []*sealReq) ([]*sealReq, error) {
+func (s *Store) trySeals(ms []*groupcommit.Member[*sealReq]) ([]*groupcommit.Member[*sealReq], error) {
+	pending := byRun(ms, func(r *sealReq) store.RunID { return r.run })
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
 	if err != nil {
-		return failSeals(pending, err)
+		return failAll(pending, err)
 	}
 	defer x.close()
-	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].run }, len(pending))
+	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].Req.run }, len(pending))
 	if err != nil {
-		return failSeals(pending, err)
+		return failAll(pending, err)
 	}
-	var accepted []*sealReq
+	var accepted []*groupcommit.Member[*sealReq]
 	var leaves []log.Hash
-	for i, r := range pending {
-		l := locks[i]
+	for i, m := range pending {
+		r, l := m.Req, locks[i]
 		switch {
 		case !l.run.exists:
-			r.done <- &store.NotFoundError{What: "run " + r.run.String()}
+			m.Answer(&store.NotFoundError{What: "run " + r.run.String()})
 		case l.fence(r.run, r.epoch) != nil:
-			r.done <- l.fence(r.run, r.epoch)
+			m.Answer(l.fence(r.run, r.epoch))
 		case l.run.sealedOutcome != nil:
 			if len(l.run.leaf) != 32 {
-				r.done <- &store.CorruptError{Run: r.run, Detail: "sealed run has no 32-byte leaf"}
+				m.Answer(&store.CorruptError{Run: r.run, Detail: "sealed run has no 32-byte leaf"})
 				continue
 			}
 			r.leaf = store.Digest(l.run.leaf) // first seal wins
-			r.done <- nil
+			m.Answer(nil)
 		case l.run.outcome == nil || *l.run.outcome != r.outcome:
 			latest := "none"
 			if l.run.outcome != nil {
 				latest = fmt.Sprintf("%q", *l.run.outcome)
 			}
-			r.done <- &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", r.run, latest, r.outcome)}
+			m.Answer(&store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", r.run, latest, r.outcome)})
 		default:
 			r.leaf = l.run.head.Hash
-			accepted = append(accepted, r)
+			accepted = append(accepted, m)
 			leaves = append(leaves, log.Hash(l.run.head.Hash))
 		}
 	}
@@ -191,17 +109,19 @@ func (s *Store) trySeals(pending []*sealReq) ([]*sealReq, error) {
 	// commit: the next group waits for this one to commit or roll back.
 	var first int64
 	if err := x.conn.QueryRow(ctx, s.q.logNext, s.tenant, int64(len(accepted))).Scan(&first); err != nil {
-		return failSeals(accepted, notWritten(fmt.Errorf("take log index: %w", err)))
+		return failAll(accepted, notWritten(fmt.Errorf("take log index: %w", err)))
 	}
 	if first < 0 {
-		return failSeals(accepted, &store.CorruptError{Detail: "negative log size"})
+		return failAll(accepted, &store.CorruptError{Detail: "negative log size"})
 	}
 	b := &pgx.Batch{}
-	for i, r := range accepted {
+	for i, m := range accepted {
+		r := m.Req
 		b.Queue(s.q.sealRun, s.tenant, r.run.String(), r.outcome, first+int64(i), r.leaf[:])
 	}
 	br := x.conn.SendBatch(ctx, b)
-	for _, r := range accepted {
+	for _, m := range accepted {
+		r := m.Req
 		tag, err := br.Exec()
 		if err == nil && tag.RowsAffected() != 1 {
 			// Under the run's lock this cannot happen; if it does, no
@@ -210,21 +130,21 @@ func (s *Store) trySeals(pending []*sealReq) ([]*sealReq, error) {
 		}
 		if err != nil {
 			br.Close()
-			return failSeals(accepted, notWritten(fmt.Errorf("seal: %w", err)))
+			return failAll(accepted, notWritten(fmt.Errorf("seal: %w", err)))
 		}
 	}
 	if err := br.Close(); err != nil {
-		return failSeals(accepted, notWritten(fmt.Errorf("seal: %w", err)))
+		return failAll(accepted, notWritten(fmt.Errorf("seal: %w", err)))
 	}
 	cb := &pgx.Batch{}
 	if err := s.appendLeaves(ctx, x, cb, uint64(first), leaves...); err != nil {
-		return failSeals(accepted, err)
+		return failAll(accepted, err)
 	}
 	if err := x.commit(ctx, cb, func(_ int, err error) error { return nodeConflict(err) }); err != nil {
-		return failSeals(accepted, err)
+		return failAll(accepted, err)
 	}
-	for _, r := range accepted {
-		r.done <- nil
+	for _, m := range accepted {
+		m.Answer(nil)
 	}
 	return nil, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
 )
 
@@ -69,17 +70,19 @@ func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.App
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Record
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		out = nil
-		recs, err := s.appendTx(tx, run, epoch, batch)
-		out = recs
-		return err
+	r := &appendReq{s: s, run: run, epoch: epoch, batch: batch}
+	err = s.submit(ctx, groupcommit.Work{
+		Run: func(_ context.Context, tx *sql.Tx) error {
+			recs, err := s.appendTx(tx, run, epoch, batch)
+			r.out = recs
+			return err
+		},
+		Batched: r,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return r.out, nil
 }
 
 func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {

@@ -221,3 +221,18 @@ func TestSchemaOneUpgrades(t *testing.T) {
 		t.Fatalf("publications after upgrade: %v, %v", p, err)
 	}
 }
+
+// TestConformanceOneByOne runs the contract with every append written alone
+// in its savepoint (the path a failed batch falls back to), so both ways an
+// append is written are held to it.
+func TestConformanceOneByOne(t *testing.T) {
+	storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
+		clk := storetest.NewFakeClock()
+		s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "j.db"), Options{Now: clk.Now, oneByOne: true})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s, clk
+	}})
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // The statements every append runs. Parsing and planning them cost more CPU
@@ -18,14 +19,40 @@ const (
 	qEffect       = `SELECT count(*) FROM records WHERE tenant=? AND run=? AND kind='EffectStarted' AND effect_key=?`
 	qInsertRecord = `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`
 	qUpsertRun    = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)` + upsertRunSet
+)
+
+// upsertRunSet is how an append's row of runs updates an existing one: a
+// source or conclusion is kept until another replaces it; a wait is cleared
+// by any progress.
+const upsertRunSet = `
 		ON CONFLICT(tenant, run) DO UPDATE SET head_seq=excluded.head_seq, head_hash=excluded.head_hash, active_at=excluded.active_at,
 			source=coalesce(excluded.source, runs.source),
 			outcome=coalesce(excluded.outcome, runs.outcome), outcome_ord=coalesce(excluded.outcome_ord, runs.outcome_ord),
 			wait_awaiting=excluded.wait_awaiting, wait_event=excluded.wait_event, wait_until=excluded.wait_until`
+
+// A batch of appends writes its rows through statements of rowsPerStmt
+// rows, prepared once, and the last few rows one by one: parsing a fresh
+// multi-row statement for every group costs more than it saves.
+const rowsPerStmt = 16
+
+var (
+	qInsertRecords = `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES ` +
+		repeatRows("(?,?,?,?,?,?,?,?,?)", rowsPerStmt)
+	qUpsertRuns = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until) VALUES ` +
+		repeatRows("(?,?,?,?,?,?,?,?,?,?,?)", rowsPerStmt) + upsertRunSet
+	// qLoadRuns reads the state and lease of the runs named in a JSON
+	// array, in one statement.
+	qLoadRuns = `SELECT q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch FROM json_each(?) q
+		LEFT JOIN runs r ON r.tenant=? AND r.run=q.value
+		LEFT JOIN leases l ON l.tenant=? AND l.run=q.value`
 )
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qInsertRecord, qUpsertRun}
+func repeatRows(row string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
+}
+
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns}
 
 // prepareHot prepares hotQueries on the writer connection. It must run
 // before the writer starts: the writer's transaction holds the only
@@ -60,6 +87,33 @@ func (s *Store) hotStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt
 		return nil
 	}
 	return tx.StmtContext(ctx, st)
+}
+
+// execRows writes rows (each width values) with query1, a one-row
+// statement, and queryN, the same statement of rowsPerStmt rows. It
+// returns the result of the last statement.
+func (s *Store) execRows(ctx context.Context, tx *sql.Tx, query1, queryN string, width int, rows []any) (sql.Result, error) {
+	var res sql.Result
+	for _, q := range []struct {
+		query string
+		rows  int
+	}{{queryN, rowsPerStmt}, {query1, 1}} {
+		if len(rows) < width*q.rows {
+			continue
+		}
+		exec := func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, q.query, args...) }
+		if st := s.hotStmt(ctx, tx, q.query); st != nil {
+			exec = func(args ...any) (sql.Result, error) { return st.ExecContext(ctx, args...) }
+		}
+		for len(rows) >= width*q.rows {
+			var err error
+			if res, err = exec(rows[:width*q.rows]...); err != nil {
+				return nil, err
+			}
+			rows = rows[width*q.rows:]
+		}
+	}
+	return res, nil
 }
 
 // txExec runs query in tx, through its prepared statement when it has one.

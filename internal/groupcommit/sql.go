@@ -1,0 +1,209 @@
+package groupcommit
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Work is one member of a database/sql group.
+type Work struct {
+	// Run writes the member alone, inside the group's transaction, in its
+	// own savepoint. It must derive everything from the database state it
+	// reads and its own inputs, because a group that hits an
+	// infrastructure failure runs its other members again in a fresh
+	// transaction. Its ctx carries the caller's values without its
+	// cancellation: a caller giving up once its member has started must
+	// not poison the transaction of the whole group.
+	Run func(ctx context.Context, tx *sql.Tx) error
+	// Batched, if not nil, lets SQL.Batch write this member together with
+	// the batched members next to it in the group, with a few multi-row
+	// statements instead of a savepoint and statements of its own.
+	Batched any
+
+	alone bool // a batch holding it failed: from now on it runs alone
+}
+
+// A Batch writes consecutive batched members (their Work.Batched values,
+// in order) in tx. It returns one error per member: nil for a member it
+// wrote, or a refusal for one it refused having written nothing for it.
+// Any other failure it returns as err, poisoning the transaction: SQL then
+// rolls it back and runs those members again, each alone with its Run, so
+// the failure is pinned on its own member.
+type Batch func(ctx context.Context, tx *sql.Tx, reqs []any) (refusals []error, err error)
+
+// The statements SQL runs around each member.
+const (
+	Savepoint  = "SAVEPOINT member"
+	Release    = "RELEASE member"
+	RollbackTo = "ROLLBACK TO member"
+)
+
+// SQL writes groups of Work in one database/sql transaction, each member in
+// its own savepoint. A member refused for a reason of its own (Refused)
+// rolls back to its savepoint and the group goes on. Any other failure
+// poisons the transaction: it is rolled back, the failing member gets the
+// error, and the members before and after it are returned to run again in
+// a fresh transaction. A failed COMMIT leaves the outcome in doubt and every
+// member that had succeeded gets InDoubt's error.
+type SQL struct {
+	// DB begins the transactions; it should be the one writer connection.
+	DB *sql.DB
+	// Exec runs one of Savepoint, Release, RollbackTo in tx, for instance
+	// through a prepared statement; tx.ExecContext when nil.
+	Exec func(ctx context.Context, tx *sql.Tx, query string) error
+	// Refused reports a member's error that rolls back that member only.
+	Refused func(error) bool
+	// Failed wraps an infrastructure failure at step ("begin transaction",
+	// "savepoint", "release savepoint"); fmt.Errorf("%s: %w") when nil.
+	Failed func(step string, err error) error
+	// InDoubt wraps a COMMIT failure; the error itself when nil.
+	InDoubt func(err error) error
+	// Current, if set, is told the open transaction, and nil when it ends
+	// (statements prepared on the writer connection may only run in it).
+	Current func(tx *sql.Tx)
+	// Batch, if set, writes runs of batched members together.
+	Batch Batch
+	// Committed, if set, is told the size and duration of every committed
+	// group (metrics).
+	Committed func(n int, d time.Duration)
+}
+
+// Attempt implements Attempt for Work.
+func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
+	bg := context.Background()
+	start := time.Now()
+	tx, err := c.DB.BeginTx(bg, nil)
+	if err != nil {
+		err = c.failed("begin transaction", err)
+		for _, m := range pending {
+			m.Answer(err)
+		}
+		return nil, err
+	}
+	if c.Current != nil {
+		c.Current(tx)
+		defer c.Current(nil)
+	}
+	var ok []*Member[Work]
+	for i := 0; i < len(pending); i++ {
+		m := pending[i]
+		if err := m.Ctx.Err(); err != nil {
+			m.Answer(err)
+			continue
+		}
+		if j := c.batchEnd(pending, i); j > i {
+			wrote, err := c.batch(bg, tx, pending[i:j])
+			if err != nil {
+				tx.Rollback()
+				return append(ok, pending[i:]...), err
+			}
+			ok = append(ok, wrote...)
+			i = j - 1
+			continue
+		}
+		if err := c.exec(bg, tx, Savepoint); err != nil {
+			tx.Rollback()
+			err = c.failed("savepoint", err)
+			m.Answer(err)
+			return append(ok, pending[i+1:]...), err
+		}
+		err := m.Req.Run(context.WithoutCancel(m.Ctx), tx)
+		if err == nil {
+			if err := c.exec(bg, tx, Release); err != nil {
+				tx.Rollback()
+				err = c.failed("release savepoint", err)
+				m.Answer(err)
+				return append(ok, pending[i+1:]...), err
+			}
+			ok = append(ok, m)
+			continue
+		}
+		if c.Refused != nil && c.Refused(err) {
+			e1 := c.exec(bg, tx, RollbackTo)
+			e2 := c.exec(bg, tx, Release)
+			if e1 == nil && e2 == nil {
+				m.Answer(err)
+				continue
+			}
+		}
+		tx.Rollback()
+		m.Answer(err)
+		return append(ok, pending[i+1:]...), err
+	}
+	if err := tx.Commit(); err != nil {
+		// SQLite may or may not have made the commit durable when COMMIT
+		// reports an I/O error: the members must treat it as in doubt.
+		if c.InDoubt != nil {
+			err = c.InDoubt(err)
+		}
+		for _, m := range ok {
+			m.Answer(err)
+		}
+		return nil, err
+	}
+	if c.Committed != nil && len(ok) > 0 {
+		c.Committed(len(ok), time.Since(start))
+	}
+	for _, m := range ok {
+		m.Answer(nil)
+	}
+	return nil, nil
+}
+
+// batchEnd returns the end of the run of batched members starting at i.
+func (c *SQL) batchEnd(ms []*Member[Work], i int) int {
+	if c.Batch == nil {
+		return i
+	}
+	j := i
+	for j < len(ms) && ms[j].Req.Batched != nil && !ms[j].Req.alone && ms[j].Ctx.Err() == nil {
+		j++
+	}
+	return j
+}
+
+// batch writes seg with c.Batch. It answers the refused members and returns
+// the written ones. On failure it answers nobody, marks seg's members to
+// run alone, and returns no member.
+func (c *SQL) batch(ctx context.Context, tx *sql.Tx, seg []*Member[Work]) ([]*Member[Work], error) {
+	reqs := make([]any, len(seg))
+	for k, m := range seg {
+		reqs[k] = m.Req.Batched
+	}
+	refusals, err := c.Batch(ctx, tx, reqs)
+	if err == nil && len(refusals) != len(seg) {
+		err = fmt.Errorf("groupcommit: batch answered %d of %d members", len(refusals), len(seg))
+	}
+	if err != nil {
+		for _, m := range seg {
+			m.Req.alone = true
+		}
+		return nil, err
+	}
+	var wrote []*Member[Work]
+	for k, m := range seg {
+		if refusals[k] != nil {
+			m.Answer(refusals[k])
+			continue
+		}
+		wrote = append(wrote, m)
+	}
+	return wrote, nil
+}
+
+func (c *SQL) exec(ctx context.Context, tx *sql.Tx, q string) error {
+	if c.Exec != nil {
+		return c.Exec(ctx, tx, q)
+	}
+	_, err := tx.ExecContext(ctx, q)
+	return err
+}
+
+func (c *SQL) failed(step string, err error) error {
+	if c.Failed != nil {
+		return c.Failed(step, err)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}

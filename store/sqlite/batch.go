@@ -1,0 +1,317 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/runseal/runseal/store"
+)
+
+// Appends next to each other in a group are written together: one query
+// reads the state and lease of all their runs, each append is decided in
+// Go against that state (and the appends before it in the batch), and the
+// accepted ones are written with one multi-row INSERT of records and one
+// multi-row upsert of runs. A refused append writes nothing, so it needs
+// no savepoint. A write that fails anyway rolls the group back, and the
+// group commit runs those appends again one by one (appendTx, each in its
+// savepoint), which pins the failure on its own append.
+//
+// Every guarantee of appendTx holds: the fence, the seal check and the
+// uniqueness of effect and admission keys are decided in the group's
+// transaction, and the answers wait for its COMMIT.
+
+// appendReq is one Append waiting in a batch.
+type appendReq struct {
+	s     *Store // the tenant's view that submitted it
+	run   store.RunID
+	epoch store.Epoch
+	batch []store.Append
+	out   []store.Record
+}
+
+// batchRun is what a batch knows and decides about one run.
+type batchRun struct {
+	run     store.RunID
+	runText string
+	st      runState
+	leased  bool
+	epoch   store.Epoch
+	touched bool
+	source  sql.NullString
+	outcome sql.NullString // a conclusion written by this batch
+	ordRec  int            // index in recs of that conclusion's record
+	wait    *store.Suspension
+	effects map[store.Digest]bool // effect keys this batch starts
+}
+
+// appendBatch implements groupcommit.Batch for appendReq values. The
+// writer is the file's, shared by every tenant's view of it, so one batch
+// can hold appends of several tenants: each tenant's appends are decided
+// and written by the view that submitted them, in their order, and never
+// under another tenant's name.
+func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]error, error) {
+	refusals := make([]error, len(items))
+	var order []string
+	byTenant := map[string][]int{}
+	for i, it := range items {
+		t := it.(*appendReq).s.tenant
+		if _, ok := byTenant[t]; !ok {
+			order = append(order, t)
+		}
+		byTenant[t] = append(byTenant[t], i)
+	}
+	for _, t := range order {
+		idx := byTenant[t]
+		reqs := make([]*appendReq, len(idx))
+		for k, i := range idx {
+			reqs[k] = items[i].(*appendReq)
+		}
+		errs, err := reqs[0].s.appendTenantBatch(ctx, tx, reqs)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range idx {
+			refusals[i] = errs[k]
+		}
+	}
+	return refusals, nil
+}
+
+// appendTenantBatch decides and writes a batch of one tenant's appends,
+// all submitted through s.
+func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq) ([]error, error) {
+	runs, err := s.loadBatchRuns(ctx, tx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	refusals := make([]error, len(reqs))
+	var recs []store.Prepared
+	var recRuns []string               // each record's run, as text
+	claims := map[string]store.RunID{} // admission keys this batch claims
+	var touched []*batchRun
+	for i, r := range reqs {
+		br := runs[r.run]
+		prepared, err := s.decideAppend(ctx, tx, r, br, claims)
+		if err != nil {
+			if !store.IsDomain(err) {
+				return nil, err
+			}
+			refusals[i] = err
+			continue
+		}
+		if !br.touched {
+			br.touched = true
+			touched = append(touched, br)
+		}
+		for _, p := range prepared {
+			if p.Kind == store.KindEffectStarted {
+				br.effects[*p.EffectKey] = true
+			}
+			if a := p.Facts.Admission; a != nil {
+				if a.Key != "" {
+					claims[a.Key] = r.run
+				}
+				if a.Source != "" {
+					br.source = sql.NullString{String: a.Source, Valid: true}
+				}
+			}
+			if p.Facts.Outcome != "" {
+				br.outcome = sql.NullString{String: p.Facts.Outcome, Valid: true}
+				br.ordRec = len(recs)
+			}
+			br.wait = p.Facts.Suspension // the last record decides: any progress clears a wait
+			recs = append(recs, p)
+			recRuns = append(recRuns, br.runText)
+		}
+		last := prepared[len(prepared)-1]
+		br.st.exists, br.st.head = true, store.Head{Seq: last.Seq, Hash: last.Hash}
+		r.out = make([]store.Record, len(prepared))
+		for k, p := range prepared {
+			r.out[k] = p.Record
+		}
+	}
+	if len(recs) == 0 {
+		return refusals, nil
+	}
+	ids, err := s.insertRecords(ctx, tx, recs, recRuns)
+	if err != nil {
+		return nil, err
+	}
+	for key, run := range claims {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`, s.tenant, key, run.String(), now.UnixNano()); err != nil {
+			return nil, fmt.Errorf("claim admission key: %w", err)
+		}
+	}
+	if err := s.upsertRuns(ctx, tx, touched, ids, now.Unix()); err != nil {
+		return nil, err
+	}
+	return refusals, nil
+}
+
+// decideAppend checks and builds one append against its run's state as
+// the batch has left it. It writes nothing.
+func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *batchRun, claims map[string]store.RunID) ([]store.Prepared, error) {
+	if br.st.sealedOutcome.Valid {
+		return nil, &store.RunSealedError{Run: r.run, Outcome: br.st.sealedOutcome.String}
+	}
+	if br.leased && br.epoch != r.epoch {
+		return nil, &store.FencedError{Run: r.run, Held: r.epoch, Current: br.epoch}
+	}
+	prepared, err := store.BuildBatch(br.st.head, r.epoch, r.batch)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range prepared {
+		if p.Kind == store.KindEffectStarted {
+			if br.effects[*p.EffectKey] {
+				return nil, &store.DuplicateEffectError{Run: r.run, Key: *p.EffectKey}
+			}
+			var n int
+			if err := s.queryRow(ctx, tx, qEffect, s.tenant, br.runText, p.EffectKey[:]).Scan(&n); err != nil {
+				return nil, fmt.Errorf("check effect: %w", err)
+			}
+			if n > 0 {
+				return nil, &store.DuplicateEffectError{Run: r.run, Key: *p.EffectKey}
+			}
+		}
+		if a := p.Facts.Admission; a != nil && a.Key != "" {
+			if h, ok := claims[a.Key]; ok {
+				return nil, &store.DuplicateAdmissionError{Key: a.Key, Holder: h}
+			}
+			var holder string
+			err := tx.QueryRowContext(ctx, `SELECT run FROM admissions WHERE tenant=? AND key=?`, s.tenant, a.Key).Scan(&holder)
+			if err == nil {
+				h, perr := store.ParseRunID(holder)
+				if perr != nil {
+					return nil, &store.CorruptError{Detail: fmt.Sprintf("admission key %q names unparseable run %q", a.Key, holder)}
+				}
+				return nil, &store.DuplicateAdmissionError{Key: a.Key, Holder: h}
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("check admission key: %w", err)
+			}
+		}
+	}
+	return prepared, nil
+}
+
+// loadBatchRuns reads, in one query, the state and lease epoch of every run
+// the batch appends to.
+func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq) (map[store.RunID]*batchRun, error) {
+	runs := make(map[store.RunID]*batchRun, len(reqs))
+	list := []byte{'['}
+	for _, r := range reqs {
+		if runs[r.run] != nil {
+			continue
+		}
+		runs[r.run] = &batchRun{run: r.run, runText: r.run.String(), effects: map[store.Digest]bool{}}
+		if len(list) > 1 {
+			list = append(list, ',')
+		}
+		list = append(append(append(list, '"'), runs[r.run].runText...), '"') // a run id needs no escaping
+	}
+	list = append(list, ']')
+	var rows *sql.Rows
+	var err error
+	if st := s.hotStmt(ctx, tx, qLoadRuns); st != nil {
+		rows, err = st.QueryContext(ctx, string(list), s.tenant, s.tenant)
+	} else {
+		rows, err = tx.QueryContext(ctx, qLoadRuns, string(list), s.tenant, s.tenant)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var runText string
+		var seq, epoch sql.NullInt64
+		var hash []byte
+		var st runState
+		if err := rows.Scan(&runText, &seq, &hash, &st.outcome, &st.sealedOutcome, &epoch); err != nil {
+			return nil, fmt.Errorf("read runs: %w", err)
+		}
+		run, err := store.ParseRunID(runText)
+		if err != nil {
+			return nil, fmt.Errorf("read runs: %w", err)
+		}
+		br := runs[run]
+		if br == nil {
+			return nil, fmt.Errorf("read runs: unasked run %s", run)
+		}
+		if seq.Valid {
+			if len(hash) != 32 || seq.Int64 < 1 {
+				return nil, &store.CorruptError{Run: run, Detail: "run head row is malformed"}
+			}
+			st.exists = true
+			st.head = store.Head{Seq: store.Seq(seq.Int64), Hash: store.Digest(hash)}
+		}
+		br.st = st
+		if epoch.Valid {
+			br.leased, br.epoch = true, store.Epoch(epoch.Int64)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return runs, nil
+}
+
+// insertRecords writes recs and returns their row ids. SQLite gives a row
+// without an explicit id the largest id plus one, so the rows one writer
+// inserts in a row have consecutive ids ending at the last insert id.
+func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prepared, runs []string) ([]int64, error) {
+	args := make([]any, 0, 9*len(recs))
+	tenant := any(s.tenant)
+	for i, p := range recs {
+		var caseID, effect any
+		if !p.Case.IsZero() {
+			caseID = p.Case.String()
+		}
+		if p.EffectKey != nil {
+			effect = p.EffectKey[:]
+		}
+		args = append(args, tenant, runs[i], int64(p.Seq), p.Kind, caseID, effect, p.PrevHash[:], p.Hash[:], p.Raw)
+	}
+	res, err := s.execRows(ctx, tx, qInsertRecord, qInsertRecords, 9, args)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d records: %w", len(recs), err)
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return nil, fmt.Errorf("insert %d records: %w", len(recs), err)
+	}
+	ids := make([]int64, len(recs))
+	for k := range recs {
+		ids[k] = last - int64(len(recs)-1-k)
+	}
+	return ids, nil
+}
+
+// upsertRuns writes the new head and indexes of every run the batch
+// appended to, one row each.
+func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun, ids []int64, activeAt int64) error {
+	args := make([]any, 0, 11*len(touched))
+	tenant := any(s.tenant)
+	for _, br := range touched {
+		ord := sql.NullInt64{}
+		if br.outcome.Valid {
+			ord = sql.NullInt64{Int64: ids[br.ordRec], Valid: true}
+		}
+		var awaiting, event, until any
+		if w := br.wait; w != nil {
+			awaiting, event = string(w.Awaiting), w.Event
+			if !w.Until.IsZero() {
+				until = formatUntil(w.Until)
+			}
+		}
+		args = append(args, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:], activeAt,
+			br.source, br.outcome, ord, awaiting, event, until)
+	}
+	if _, err := s.execRows(ctx, tx, qUpsertRun, qUpsertRuns, 11, args); err != nil {
+		return fmt.Errorf("update %d runs: %w", len(touched), err)
+	}
+	return nil
+}
