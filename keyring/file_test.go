@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/keyring/ringtest"
@@ -105,13 +106,15 @@ func TestFileWrap_RacingCreatorsShareOneKey(t *testing.T) {
 }
 
 // TestFile_ErasureByAnotherProcessTakesEffect: a ring that cached a scope
-// key must not keep opening it after another handle (another process, as
-// `journal erase` is) erased the scope.
+// key must not keep opening it, past Revalidate, after another handle
+// (another process, as `journal erase` is) erased the scope.
 func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "ring")
 	a, _ := keyring.OpenFile(dir)
 	b, _ := keyring.OpenFile(dir)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	keyring.SetNow(a, func() time.Time { return now })
 	const s = "default/case/01M8SNY25MTQ9VP1YG42CGNP5K"
 	_, w, err := a.Wrap(ctx, s)
 	if err != nil {
@@ -123,6 +126,8 @@ func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
 	if _, err := b.Erase(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	// Within Revalidate the cached key may still serve; after it, never.
+	now = now.Add(keyring.Revalidate)
 	if _, err := a.Unwrap(ctx, s, w); !errors.Is(err, keyring.ErrErased) {
 		t.Fatalf("the caching handle still unwraps after another erased the scope: %v", err)
 	}
