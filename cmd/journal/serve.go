@@ -152,6 +152,9 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		return err
 	}
 	defer closeStores(stores)
+	if err := a.sealStores(ctx, stores); err != nil { // sealing.go: --keyring
+		return err
+	}
 	if created {
 		a.log.Info("serve: created a new journal and its log key", "journal", c.loc.path, "key", c.loc.key, "origin", stores[0].Origin())
 		fmt.Fprintf(a.stderr, "journal: created journal at %s and its log key at %s (origin %s)\n", c.loc.path, c.loc.key, stores[0].Origin())
