@@ -87,6 +87,10 @@ type Options struct {
 	// MaxFindings bounds the findings kept in the report (100 when 0);
 	// further ones are counted in FindingsOmitted.
 	MaxFindings int
+	// OnRecord, when set, is called with the raw bytes of each record whose
+	// body decodes, in package order (the auditor reports sealed and erased
+	// fields with it). It must not keep raw.
+	OnRecord func(raw []byte)
 }
 
 // Finding is one thing found false or inconsistent.
@@ -595,6 +599,9 @@ func (v *verifier) record(line []byte) {
 		}
 		if body.Kind == store.KindRunConcluded {
 			v.latest = facts.Outcome
+		}
+		if v.opts.OnRecord != nil {
+			v.opts.OnRecord(raw)
 		}
 		if !body.Case.IsZero() {
 			if i, ok := slices.BinarySearchFunc(v.sel.Cases, body.Case, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {

@@ -30,7 +30,8 @@ type File struct {
 	dir string
 
 	mu    sync.Mutex
-	cache map[string]cachedKey // scope keys read, revalidated on each use
+	cache map[string]cachedKey // scope keys read, revalidated after Revalidate
+	now   func() time.Time
 }
 
 // cachedKey is a scope key as read, with the identity of the file it was
@@ -38,9 +39,15 @@ type File struct {
 // file and that no tombstone exists, so an erasure by another process
 // takes effect at this one's next use.
 type cachedKey struct {
-	key  []byte
-	file os.FileInfo
+	key     []byte
+	file    os.FileInfo
+	checked time.Time // when the file and the absent tombstone were last seen
 }
+
+// Revalidate is how long a cached scope key is used without looking at the
+// directory again: an erasure by another process takes effect in this one
+// within this long (at once in the process that erased).
+const Revalidate = time.Second
 
 const (
 	fileWrapVersion = 1
@@ -68,7 +75,7 @@ func OpenFile(dir string) (*File, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("key ring: %s has mode %v; it must not be accessible to group or others (chmod 700)", dir, st.Mode().Perm())
 	}
-	return &File{dir: dir, cache: map[string]cachedKey{}}, nil
+	return &File{dir: dir, cache: map[string]cachedKey{}, now: time.Now}, nil
 }
 
 // Dir is the ring's directory.
@@ -99,6 +106,9 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if k := f.fresh(scope); k != nil {
+		return k, nil
+	}
 	erased, err := exists(tp)
 	if err != nil {
 		return nil, fmt.Errorf("key ring: %w", err)
@@ -120,7 +130,7 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 			if len(f.cache) >= 4096 {
 				clear(f.cache)
 			}
-			f.cache[scope] = cachedKey{key: k, file: st}
+			f.cache[scope] = cachedKey{key: k, file: st, checked: f.now()}
 			f.mu.Unlock()
 		}
 		return k, nil
@@ -147,8 +157,19 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 	return k, nil
 }
 
+// fresh returns scope's cached key if it was validated within Revalidate.
+func (f *File) fresh(scope string) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.cache[scope]
+	if !ok || f.now().Sub(c.checked) >= Revalidate {
+		return nil
+	}
+	return bytes.Clone(c.key)
+}
+
 // cached returns scope's cached key if the key file is still the one it
-// was read from.
+// was read from, and marks it validated.
 func (f *File) cached(scope, kp string) []byte {
 	f.mu.Lock()
 	c, ok := f.cache[scope]
@@ -161,6 +182,12 @@ func (f *File) cached(scope, kp string) []byte {
 		f.drop(scope)
 		return nil
 	}
+	f.mu.Lock()
+	if cur, ok := f.cache[scope]; ok {
+		cur.checked = f.now()
+		f.cache[scope] = cur
+	}
+	f.mu.Unlock()
 	return bytes.Clone(c.key) // drop zeroes the cached slice
 }
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/keyring/ringtest"
@@ -104,13 +106,15 @@ func TestFileWrap_RacingCreatorsShareOneKey(t *testing.T) {
 }
 
 // TestFile_ErasureByAnotherProcessTakesEffect: a ring that cached a scope
-// key must not keep opening it after another handle (another process, as
-// `journal erase` is) erased the scope.
+// key must not keep opening it, past Revalidate, after another handle
+// (another process, as `journal erase` is) erased the scope.
 func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "ring")
 	a, _ := keyring.OpenFile(dir)
 	b, _ := keyring.OpenFile(dir)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	keyring.SetNow(a, func() time.Time { return now })
 	const s = "default/case/01M8SNY25MTQ9VP1YG42CGNP5K"
 	_, w, err := a.Wrap(ctx, s)
 	if err != nil {
@@ -122,10 +126,29 @@ func TestFile_ErasureByAnotherProcessTakesEffect(t *testing.T) {
 	if _, err := b.Erase(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	// Within Revalidate the cached key may still serve; after it, never.
+	now = now.Add(keyring.Revalidate)
 	if _, err := a.Unwrap(ctx, s, w); !errors.Is(err, keyring.ErrErased) {
 		t.Fatalf("the caching handle still unwraps after another erased the scope: %v", err)
 	}
 	if _, _, err := a.Wrap(ctx, s); !errors.Is(err, keyring.ErrErased) {
 		t.Fatalf("the caching handle still wraps under an erased scope: %v", err)
 	}
+}
+
+// FuzzValidateScope: a scope becomes a path under the ring's directory, so
+// whatever ValidateScope accepts must stay inside it.
+func FuzzValidateScope(f *testing.F) {
+	f.Add("default/case/01M8SNY25MTQ9VP1YG42CGNP5K")
+	f.Add("../../etc/passwd")
+	f.Add("a/./b")
+	f.Fuzz(func(t *testing.T, s string) {
+		if keyring.ValidateScope(s) != nil {
+			return
+		}
+		p := filepath.Join("/ring", filepath.FromSlash(s))
+		if rel, err := filepath.Rel("/ring", p); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			t.Fatalf("scope %q escapes the ring directory: %s", s, p)
+		}
+	})
 }

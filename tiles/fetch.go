@@ -135,11 +135,20 @@ type Cache struct {
 	// inner memoizes the internal levels of cached hash tiles, derived
 	// from the cached bytes alone, so later trees hash a tile once.
 	inner map[string][][]log.Hash
+	// edges keeps the right edges already authenticated, by tree: the
+	// hashes themselves, so a later change of the cached bytes cannot
+	// change what was authenticated.
+	edges map[edgeKey]map[int][]log.Hash
+}
+
+type edgeKey struct {
+	size uint64
+	root log.Hash
 }
 
 // NewCache returns a cache of up to max resources (at most 8 KiB each).
 func NewCache(max int) *Cache {
-	return &Cache{max: max, m: make(map[string][]byte), inner: make(map[string][][]log.Hash)}
+	return &Cache{max: max, m: make(map[string][]byte), inner: make(map[string][][]log.Hash), edges: make(map[edgeKey]map[int][]log.Hash)}
 }
 
 func (c *Cache) get(path string) ([]byte, bool) {
@@ -207,3 +216,24 @@ func (c *Cache) Len() int {
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+func (c *Cache) edge(size uint64, root log.Hash) map[int][]log.Hash {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.edges[edgeKey{size, root}]
+}
+
+func (c *Cache) putEdge(size uint64, root log.Hash, e map[int][]log.Hash) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.edges) >= 16 { // a few recent trees are all a client follows
+		clear(c.edges)
+	}
+	c.edges[edgeKey{size, root}] = e
+}

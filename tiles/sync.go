@@ -82,12 +82,15 @@ func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult
 		return res, err
 	}
 	res.From, res.To = from, cp.Size
-
-	if err := l.writeTiles(ctx, w, cp, from, &res); err != nil {
-		return res, err
-	}
 	wsc, err := l.Witnessed(ctx)
 	if err != nil && !errors.Is(err, ErrNoCheckpoint) {
+		return res, err
+	}
+	if from == cp.Size && sameFile(dir, CheckpointPath, sc.Note) && (wsc == nil || sameFile(dir, WitnessedPath, wsc.Note)) {
+		return res, nil // up to date: nothing is rewritten
+	}
+
+	if err := l.writeTiles(ctx, w, cp, from, &res); err != nil {
 		return res, err
 	}
 	if wsc != nil && wsc.Size <= cp.Size {
@@ -393,4 +396,10 @@ func (w *dirWriter) syncDirs() error {
 	}
 	clear(w.touched)
 	return nil
+}
+
+// sameFile reports whether dir/name holds exactly b.
+func sameFile(dir, name string, b []byte) bool {
+	have, err := os.ReadFile(filepath.Join(dir, name))
+	return err == nil && bytes.Equal(have, b)
 }

@@ -48,11 +48,17 @@ func TestSync_FromEmptyThenIncremental(t *testing.T) {
 	if _, err := Fsck(ctx, DirFetcher{dir}, 300, m.root(t, 300)); err != nil {
 		t.Fatalf("Fsck at the witnessed size: %v", err)
 	}
-	// Nothing new: nothing written but the checkpoints.
-	res, err = Sync(ctx, NewLog(m), dir, SyncOptions{})
-	if err != nil || res.Tiles != 2 || res.Bundles != 1 {
-		// The rightmost partial tiles and bundle are rewritten (same bytes).
-		t.Fatalf("idempotent sync: %+v, %v", res, err)
+	// Nothing new: nothing written at all.
+	var wrote []string
+	res, err = Sync(ctx, NewLog(m), dir, SyncOptions{OnWrite: func(p string) { wrote = append(wrote, p) }})
+	if err != nil || res.Tiles != 0 || res.Bundles != 0 || len(wrote) != 0 {
+		t.Fatalf("sync with nothing new: %+v, %v, wrote %v", res, err, wrote)
+	}
+	// A new witnessed checkpoint alone is published.
+	m.witness()
+	res, err = Sync(ctx, NewLog(m), dir, SyncOptions{OnWrite: func(p string) { wrote = append(wrote, p) }})
+	if err != nil || res.Witnessed != 1300 || !slices.Contains(wrote, WitnessedPath) {
+		t.Fatalf("sync of a new witnessed checkpoint: %+v, %v, wrote %v", res, err, wrote)
 	}
 }
 

@@ -112,6 +112,13 @@ func (t *Tree) Verify(ctx context.Context) error {
 		return nil
 	}
 	refs := edgeRefs(t.Size)
+	if e := t.cache.edge(t.Size, t.Root); e != nil {
+		for _, r := range refs {
+			t.tiles[r] = e[r.Level]
+		}
+		t.edge = true
+		return nil
+	}
 	edge := make(map[int][]log.Hash, len(refs))
 	for _, r := range refs {
 		hs, err := t.fetch(ctx, r, false)
@@ -143,6 +150,7 @@ func (t *Tree) Verify(ctx context.Context) error {
 	for _, r := range refs {
 		t.tiles[r] = edge[r.Level]
 	}
+	t.cache.putEdge(t.Size, t.Root, edge)
 	t.edge = true
 	return nil
 }
@@ -291,4 +299,39 @@ func (t *Tree) Leaf(ctx context.Context, index uint64) (log.Hash, error) {
 	}
 	t.tiles[r] = es
 	return es[index%Width], nil
+}
+
+// PrefixRoot returns the root of the first size leaves of this tree,
+// computed from its authenticated tiles: what the tree says its own prefix
+// is. A consistency proof from size built from the same tiles verifies
+// from this root, so when it differs from another signed root of that
+// size, the two signed checkpoints cannot both be true.
+func (t *Tree) PrefixRoot(ctx context.Context, size uint64) (log.Hash, error) {
+	if size > t.Size {
+		return log.Hash{}, fmt.Errorf("tiles: prefix root: size %d is above the tree size %d: %w", size, t.Size, ErrNotFound)
+	}
+	if err := t.Verify(ctx); err != nil {
+		return log.Hash{}, err
+	}
+	if size == 0 {
+		return log.EmptyRoot(), nil
+	}
+	ids := compact.RangeNodes(0, size, nil)
+	hs := make([][]byte, len(ids))
+	for i, id := range ids {
+		h, err := t.node(ctx, id)
+		if err != nil {
+			return log.Hash{}, err
+		}
+		hs[i] = h[:]
+	}
+	cr, err := rangeFactory.NewRange(0, size, hs)
+	if err != nil {
+		return log.Hash{}, err
+	}
+	root, err := cr.GetRootHash(nil)
+	if err != nil {
+		return log.Hash{}, err
+	}
+	return log.Hash(root), nil
 }

@@ -203,3 +203,17 @@ func TestTree_PartialGoneFallsBackToFull(t *testing.T) {
 }
 
 var _ = store.Digest{}
+
+func TestTree_PrefixRoot(t *testing.T) {
+	ctx := context.Background()
+	m := newMemLog(t)
+	m.grow(t, 70000)
+	dir := syncedDir(t, m)
+	tr := NewTree(m.size(), m.root(t, m.size()), DirFetcher{dir}, nil)
+	for _, size := range []uint64{0, 1, 255, 256, 257, 65536, 69999, 70000} {
+		got, err := tr.PrefixRoot(ctx, size)
+		if err != nil || got != m.root(t, size) {
+			t.Fatalf("PrefixRoot(%d) = %x, %v; want %x", size, got, err, m.root(t, size))
+		}
+	}
+}

@@ -57,8 +57,14 @@ type tilesSource struct {
 	f     tiles.Fetcher
 	cache *tiles.Cache
 
-	mu    sync.Mutex
-	roots map[uint64]log.Hash // the roots of the notes it served, by size
+	mu   sync.Mutex
+	last []byte                // the note Witnessed returned last
+	cp   checkpoint.Checkpoint // its checkpoint, parsed, unverified here
+	// proof is the last consistency proof built, for telling a fork.
+	proof struct {
+		old, new uint64
+		hs       []log.Hash
+	}
 }
 
 func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
@@ -66,15 +72,15 @@ func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tilesSource{loc: loc, f: f, cache: tiles.NewCache(tileCacheSize), roots: map[uint64]log.Hash{}}, nil
+	return &tilesSource{loc: loc, f: f, cache: tiles.NewCache(tileCacheSize)}, nil
 }
 
 // Base names the layout in results and evidence.
 func (s *tilesSource) Base() string { return api.Redact(s.loc) }
 
 // CheckpointAt fails: a tlog-tiles layout publishes only its newest
-// checkpoint, so a proof from tiles that fails is never proof of a fork by
-// itself; the monitor reports no verdict (exit 3) and checks again.
+// checkpoint. (A failed proof from tiles is told from a bad one by
+// tilesFork instead.)
 func (s *tilesSource) CheckpointAt(ctx context.Context, size uint64) ([]byte, error) {
 	return nil, fmt.Errorf("a tiles layout publishes only its newest checkpoint, not the one at size %d", size)
 }
@@ -90,29 +96,34 @@ func (s *tilesSource) Witnessed(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cp, perr := parseNoteBody(b); perr == nil {
-		s.mu.Lock()
-		s.roots[cp.Size] = cp.Root
-		s.mu.Unlock()
+	cp, perr := parseNoteBody(b)
+	s.mu.Lock()
+	s.last, s.cp = nil, checkpoint.Checkpoint{}
+	if perr == nil {
+		s.last, s.cp = b, cp
 	}
+	s.mu.Unlock()
 	return b, nil
 }
 
 // Consistency builds the proof from tiles of the tree of newSize, which
-// must be a checkpoint this source served (the monitor verifies it before
-// asking). A tile that is malformed or does not lead to that root is an
-// error naming the tile: no verdict, never a fork.
+// must be the checkpoint this source served last (the monitor verifies it
+// before asking; no other root is ever used). A tile that is malformed or
+// does not lead to that root is an error naming the tile: no verdict.
 func (s *tilesSource) Consistency(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
 	s.mu.Lock()
-	root, ok := s.roots[newSize]
+	cp, ok := s.cp, s.last != nil && s.cp.Size == newSize
 	s.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("the tiles cannot prove size %d: no checkpoint of that size was served to authenticate them", newSize)
+		return nil, fmt.Errorf("the tiles cannot prove size %d: it is not the checkpoint the layout serves, so there is no signed root to authenticate them against", newSize)
 	}
-	hs, err := tiles.NewTree(newSize, root, s.f, s.cache).ConsistencyProof(ctx, oldSize)
+	hs, err := tiles.NewTree(newSize, cp.Root, s.f, s.cache).ConsistencyProof(ctx, oldSize)
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.proof.old, s.proof.new, s.proof.hs = oldSize, newSize, hs
+	s.mu.Unlock()
 	out := make([]store.Digest, len(hs))
 	for i, h := range hs {
 		out[i] = store.Digest(h)
@@ -221,4 +232,37 @@ func (a *app) inclusionFromTiles(ctx context.Context, tr *trust, loc, notePath s
 	o.NotChecked = append(o.NotChecked, "That the leaf is the terminal hash of the run you hold: recompute it from the run's records (auditor verify does, for a package).")
 	o.finish()
 	return a.printProof("inclusion", o, []*disclosure.NoteCheck{nc}, asJSON)
+}
+
+// tilesFork tells a fork from a bad proof when the monitor follows tiles.
+// The consistency proof was built from tiles authenticated against the
+// served checkpoint's signed root, so it is that tree's own account of its
+// prefix: the prefix root X it implies (computed from the same tiles, and
+// from which the proof verifies) differs from the saved signed root A of
+// that size. Two signed checkpoints that cannot both be true: a fork,
+// whose evidence (both notes, the proof, X) anyone can check: the proof
+// verifies from X to the served root, and X is not A. Not decided (false)
+// for any other source or proof.
+func (m *monitor) tilesFork(ctx context.Context, old *state, reason string) (checkResult, bool) {
+	ts, ok := m.c.(*tilesSource)
+	if !ok {
+		return checkResult{}, false
+	}
+	prev := old.check.Checkpoint
+	ts.mu.Lock()
+	served, cp, p := ts.last, ts.cp, ts.proof
+	ts.mu.Unlock()
+	if served == nil || p.old != prev.Size || p.new != cp.Size || cp.Size <= prev.Size {
+		return checkResult{}, false
+	}
+	// Only a served note that verifies with the monitor's keys counts.
+	if nc := m.tr.checkNote(served); nc.Verdict() != disclosure.Sound || nc.Checkpoint.Root != cp.Root {
+		return checkResult{}, false
+	}
+	x, err := tiles.NewTree(cp.Size, cp.Root, ts.f, ts.cache).PrefixRoot(ctx, prev.Size)
+	if err != nil || x == prev.Root || log.VerifyConsistency(prev.Size, cp.Size, x, cp.Root, p.hs) != nil {
+		return checkResult{}, false
+	}
+	return m.fork(old.note, served, p.hs, fmt.Sprintf("%s; the tiles, authenticated against the served root of size %d, give its first %d leaves the root %s, from which the proof verifies, not the saved signed root %s",
+		reason, cp.Size, prev.Size, hex.EncodeToString(x[:]), hex.EncodeToString(prev.Root[:]))), true
 }

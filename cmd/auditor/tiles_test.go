@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/tiles"
@@ -162,6 +164,35 @@ func TestMonitorTiles(t *testing.T) {
 	}
 	if savedSize(t, e, state) != 308 {
 		t.Fatal("state moved to the forked checkpoint")
+	}
+	// The evidence stands alone: the proof verifies from the prefix root
+	// it names to the served signed root, and that is not the saved root.
+	b, err := os.ReadFile(res.Evidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev forkEvidence
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	savedN, _ := e.policy.Verify([]byte(ev.Saved.Note), e.logV)
+	served, err := e.policy.Verify([]byte(ev.Served.Note), e.logV)
+	if savedN == nil || err != nil {
+		t.Fatalf("evidence notes do not verify: %v", err)
+	}
+	var proof []log.Hash
+	for _, p := range ev.Proof {
+		h, _ := parseB64(p)
+		proof = append(proof, h)
+	}
+	i := strings.Index(ev.Reason, "leaves the root ")
+	if i < 0 || len(ev.Reason) < i+16+64 {
+		t.Fatalf("the fork evidence does not name the served tree's root at the saved size: %s", ev.Reason)
+	}
+	xb, _ := hex.DecodeString(ev.Reason[i+16 : i+16+64])
+	a, c := savedN.Checkpoint(), served.Checkpoint()
+	if err := log.VerifyConsistency(a.Size, c.Size, log.Hash(xb), c.Root, proof); err != nil || log.Hash(xb) == a.Root {
+		t.Fatalf("the evidence does not show the served tree's prefix differs from the saved root: %v (%s)", err, ev.Reason)
 	}
 }
 

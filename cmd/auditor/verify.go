@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/store/sealed"
 )
 
 const verifyLong = `Verify a runseal disclosure package, offline, with nothing but the log's key,
@@ -57,6 +58,7 @@ type verifyOutput struct {
 	File     string `json:"file"`
 	ExitCode int    `json:"exit_code"`
 	*disclosure.Report
+	Sealing *sealed.Inspection `json:"sealing,omitempty"` // sealing.go
 }
 
 func (a *app) verifyCmd() *cobra.Command {
@@ -90,6 +92,8 @@ func (a *app) verifyCmd() *cobra.Command {
 					progressbar.OptionClearOnFinish())
 				opts.Progress = func(n int64) { _ = bar.Set64(n) }
 			}
+			var insp sealed.Inspector // sealing.go: sealed and erased fields
+			opts.OnRecord = insp.Add
 			start := time.Now()
 			rep, verr := disclosure.Verify(cmd.Context(), in, opts)
 			if bar != nil {
@@ -99,11 +103,12 @@ func (a *app) verifyCmd() *cobra.Command {
 				"records", rep.Counts.Records, "seconds", time.Since(start).Seconds())
 			code := verdictCode(rep.Verdict)
 			if asJSON {
-				if err := writeJSON(a.stdout, verifyOutput{File: args[0], ExitCode: code, Report: rep}); err != nil {
+				if err := writeJSON(a.stdout, verifyOutput{File: args[0], ExitCode: code, Report: rep, Sealing: sealingOf(&insp)}); err != nil {
 					return err
 				}
 			} else {
 				printReport(a.stdout, args[0], rep)
+				printSealing(a.stdout, sealingOf(&insp))
 			}
 			if verr != nil {
 				return unverifiablef("%s: %v", args[0], verr)

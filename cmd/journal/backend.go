@@ -224,6 +224,12 @@ func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) erro
 	if err != nil {
 		return err
 	}
+	ws, err := a.withSealing(ctx, s) // sealing.go: --keyring
+	if err != nil {
+		s.Close()
+		return err
+	}
+	s = ws
 	err = fn(s)
 	if cerr := s.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close journal: %w", cerr)

@@ -81,6 +81,10 @@ func readRun(ctx context.Context, j store.Journal, run store.RunID, from store.S
 	}
 	var printed uint64
 	var buf []byte
+	format := func(b []byte, r store.Record, asJSON bool) ([]byte, error) { return appendRecord(b, r, asJSON), nil }
+	if ss, ok := j.(sealedStore); ok {
+		format = ss.openedFormatter(ctx) // sealing.go: opened body, erased fields
+	}
 	for limit == 0 || printed < limit {
 		n := uint64(pageSize)
 		if limit != 0 && limit-printed < n {
@@ -100,7 +104,9 @@ func readRun(ctx context.Context, j store.Journal, run store.RunID, from store.S
 			if prev != nil && r.PrevHash != *prev {
 				return &store.CorruptError{Run: run, Seq: r.Seq, Detail: "prev_hash does not link to the previous record"}
 			}
-			buf = appendRecord(buf[:0], r, asJSON)
+			if buf, err = format(buf[:0], r, asJSON); err != nil {
+				return err
+			}
 			if _, err := w.Write(buf); err != nil {
 				return fmt.Errorf("write output: %w", err)
 			}

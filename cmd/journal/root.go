@@ -64,6 +64,8 @@ type app struct {
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
 
 	onServe func(addr string) // tests learn where serve listens
+
+	sealing sealingState // --keyring (sealing.go)
 }
 
 // run executes the CLI with args (without the program name) and returns the
@@ -184,6 +186,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.backupCmd(),
 		a.tilesCmd(),
 	)
+	a.addSealing(root)
 	return root
 }
 

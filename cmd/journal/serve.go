@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -45,6 +46,7 @@ and stops.`
 type serveConfig struct {
 	loc       location
 	tenants   []string // the first is --tenant
+	tilesDir  string   // keep DIR/<tenant>/ a current tlog-tiles layout (tiles.go)
 	listen    string
 	policy    string
 	public    bool
@@ -53,6 +55,8 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
+	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
+	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
 }
 
@@ -87,12 +91,15 @@ func (a *app) serveCmd() *cobra.Command {
 	f.StringSliceVar(&more, "tenants", nil, "more tenants to serve besides --tenant (comma-separated); requests name theirs with ?tenant=")
 	f.StringVar(&c.policy, "policy", "", "tlog-policy file naming the witnesses (with URLs) and the quorum")
 	f.BoolVar(&c.public, "public", false, "answer checkpoint and proof reads without a token")
+	f.StringVar(&c.tilesDir, "tiles-dir", "", "also keep DIR/<tenant>/ a current C2SP tlog-tiles layout of each tenant's log (as 'journal tiles sync')")
 	f.DurationVar(&c.interval, "checkpoint-interval", time.Minute, "sign a checkpoint this often")
 	f.IntVar(&c.every, "checkpoint-every", 100, "sign a checkpoint after this many seals")
 	f.DurationVar(&c.minRetry, "retry-min", time.Second, "first retry delay after a witness failure")
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	_ = f.MarkHidden("publish-poll")
+	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
+	_ = f.MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -115,6 +122,17 @@ type tenantWork struct {
 func (a *app) serve(ctx context.Context, c serveConfig) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.profile != "" {
+		f, err := os.Create(c.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var pol *checkpoint.Policy
 	if c.policy != "" {
 		p, err := checkpoint.LoadPolicy(c.policy)
@@ -134,6 +152,9 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		return err
 	}
 	defer closeStores(stores)
+	if err := a.sealStores(ctx, stores); err != nil { // sealing.go: --keyring
+		return err
+	}
 	if created {
 		a.log.Info("serve: created a new journal and its log key", "journal", c.loc.path, "key", c.loc.key, "origin", stores[0].Origin())
 		fmt.Fprintf(a.stderr, "journal: created journal at %s and its log key at %s (origin %s)\n", c.loc.path, c.loc.key, stores[0].Origin())
@@ -161,7 +182,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: tilesRoutes(a.log)}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...)}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}
@@ -188,6 +209,9 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	var wg sync.WaitGroup
 	for _, tw := range work {
 		wg.Go(func() { tw.signer.Run(bg) })
+		if c.tilesDir != "" {
+			wg.Go(func() { a.keepTiles(bg, tw.api.Store, c.tilesDir) })
+		}
 		if tw.pub != nil {
 			wg.Go(func() {
 				if err := tw.pub.Run(bg); err != nil {

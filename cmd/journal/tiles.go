@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -193,4 +194,36 @@ func (a *app) verifyTilesCheckpoint(msg []byte, logKey string) (checkpoint.Check
 		return checkpoint.Checkpoint{}, fmt.Errorf("origin %q is not the key's", cp.Origin)
 	}
 	return cp, nil
+}
+
+// tilesSyncEvery is how often serve --tiles-dir brings each tenant's
+// directory up to date; a sync with nothing new writes nothing.
+const tilesSyncEvery = 2 * time.Second
+
+// keepTiles keeps dir/<tenant>/ the tlog-tiles layout of st's log until
+// ctx ends. Failures are logged and retried: the directory keeps its last
+// good checkpoint meanwhile.
+func (a *app) keepTiles(ctx context.Context, st api.Store, dir string) {
+	src, ok := st.(tiles.Source)
+	if !ok {
+		a.log.Error("serve: --tiles-dir: this store cannot publish tiles", "tenant", st.Tenant())
+		return
+	}
+	out := filepath.Join(dir, st.Tenant())
+	l := tiles.NewLog(src)
+	for {
+		res, err := tiles.Sync(ctx, l, out, tiles.SyncOptions{})
+		switch {
+		case errors.Is(err, tiles.ErrNoCheckpoint):
+		case err != nil && ctx.Err() == nil:
+			a.log.Error("serve: --tiles-dir: sync failed", "tenant", st.Tenant(), "dir", out, "err", err)
+		case err == nil && res.From != res.To:
+			a.log.Info("serve: --tiles-dir: synced", "tenant", st.Tenant(), "dir", out, "from", res.From, "to", res.To)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(tilesSyncEvery):
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+	"github.com/transparency-dev/tessera/client"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
@@ -121,6 +127,36 @@ func TestTilesSyncFsckAndServe(t *testing.T) {
 			t.Errorf("GET /tiles/default/%s: Cache-Control %q", path, cc)
 		}
 	}
+	// Tessera's client reads the served layout and proves entries against
+	// the checkpoint it verifies with the journal's key.
+	ctx := context.Background()
+	v, err := note.NewVerifier(strings.TrimSpace(mustCLI(t, db, "", "key")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(sv.base + "/tiles/default/")
+	fetcher, _ := client.NewHTTPFetcher(u, nil)
+	cp, _, _, err := client.FetchCheckpoint(ctx, fetcher.ReadCheckpoint, v, v.Name())
+	if err != nil || cp.Size != 320 {
+		t.Fatalf("Tessera's FetchCheckpoint through serve: %+v, %v", cp, err)
+	}
+	pb, err := client.NewProofBuilder(ctx, cp.Size, fetcher.ReadTile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint64{0, 257, 319} {
+		bundle, err := client.GetEntryBundle(ctx, fetcher.ReadEntryBundle, i/256, cp.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pb.InclusionProof(ctx, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, i, cp.Size, rfc6962.DefaultHasher.HashLeaf(bundle.Entries[i%256]), p, cp.Hash); err != nil {
+			t.Fatalf("entry %d through serve: %v", i, err)
+		}
+	}
 	if code, _ := sv.do("GET", "/tiles/default/tile/0/002.p/1", "", ""); code != http.StatusNotFound {
 		t.Errorf("a tile beyond the log: %d, want 404", code)
 	}
@@ -209,4 +245,21 @@ func TestTilesSyncSIGKILL(t *testing.T) {
 	if killed == 0 {
 		t.Fatal("no sync was killed mid-way")
 	}
+}
+
+// TestServeTilesDir: serve --tiles-dir keeps DIR/<tenant>/ a current,
+// fsck-clean layout as the log grows.
+func TestServeTilesDir(t *testing.T) {
+	db := newJournal(t)
+	dir := t.TempDir()
+	startServe(t, db, "--tiles-dir", dir)
+	for _, n := range []int{5, 300} {
+		sealMany(t, db, n)
+	}
+	tdir := filepath.Join(dir, "default")
+	pollUntil(t, "the tiles directory reaches size 305", func() bool {
+		cp, ok := dirCheckpoint(t, db, tdir)
+		return ok && cp.Size == 305
+	})
+	mustCLI(t, db, "", "tiles", "fsck", "--dir", tdir)
 }

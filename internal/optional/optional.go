@@ -231,3 +231,12 @@ func (d Delegate) Disclosures(ctx context.Context, after string, limit int) ([]s
 	}
 	return r.Disclosures(ctx, after, limit)
 }
+
+// VerifyLog delegates store.LogVerifier.
+func (d Delegate) VerifyLog(ctx context.Context) (store.LogReport, error) {
+	lv, ok := d.Inner.(store.LogVerifier)
+	if !ok {
+		return store.LogReport{}, d.missing("log verifier")
+	}
+	return lv.VerifyLog(ctx)
+}

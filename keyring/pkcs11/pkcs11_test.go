@@ -156,3 +156,17 @@ func TestParseURI(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseURI: --keyring takes the URI from the command line or a config;
+// the parser must never panic and must refuse what lacks token or module.
+func FuzzParseURI(f *testing.F) {
+	f.Add("pkcs11:token=runseal?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=1234")
+	f.Add("pkcs11:token=%zz")
+	f.Add("pkcs11:;;?;&=")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := pkcs11.ParseURI(s)
+		if err == nil && (c.Token == "" || c.Module == "") {
+			t.Fatalf("ParseURI(%q) accepted a config without token or module: %+v", s, c)
+		}
+	})
+}

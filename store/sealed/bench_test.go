@@ -19,6 +19,10 @@ const benchPayload = `{"applicant":{"name":"Ada Lovelace","email":"ada@example.c
 // call to a run of its own (as 64 workers of a plane would), and returns
 // appends per second.
 func appendRound(b *testing.B, j store.Journal, per int) float64 {
+	return appendRoundKind(b, j, per, "StepDone", benchPayload)
+}
+
+func appendRoundKind(b *testing.B, j store.Journal, per int, kind, fields string) float64 {
 	b.Helper()
 	ctx := context.Background()
 	const appenders = 64
@@ -31,7 +35,7 @@ func appendRound(b *testing.B, j store.Journal, per int) float64 {
 			defer wg.Done()
 			run, c := store.NewRunID(), store.NewCaseID()
 			for i := 0; i < per; i++ {
-				if _, err := j.Append(ctx, 1, []store.Append{{Run: run, Case: c, Kind: "StepDone", Fields: []byte(benchPayload)}}); err != nil {
+				if _, err := j.Append(ctx, 1, []store.Append{{Run: run, Case: c, Kind: kind, Fields: []byte(fields)}}); err != nil {
 					errs <- err
 					return
 				}

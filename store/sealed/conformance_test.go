@@ -91,3 +91,6 @@ func sealingOf(j *sealed.Journal, ring keyring.Ring) storetest.Sealing {
 func TestSealingSQLite(t *testing.T) {
 	storetest.RunSealing(t, sealingHarness(func(tb testing.TB) store.Journal { s, _ := openSQLite(tb); return s }))
 }
+
+// A sealing journal over a backend is a backend: the commands take it.
+var _ store.Backend = (*sealed.Journal)(nil)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
@@ -277,7 +278,7 @@ func TestEraseCase_ProofsSurvivePayloadsDoNot(t *testing.T) {
 		recs, _ := s.Read(ctx, run, 1)
 		stored = append(stored, recs...)
 	}
-	in, err := sealed.Inspect(j.Tenant(), stored)
+	in, err := sealed.Inspect(stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,9 +286,41 @@ func TestEraseCase_ProofsSurvivePayloadsDoNot(t *testing.T) {
 		t.Errorf("recorded erasures = %+v", in.Erasures)
 	}
 	// Per gone run: admission's applicant, the effect's email, the summary.
-	if e := in.Erased(); len(e) != 6 || len(in.Sealed) != 9 {
-		t.Errorf("erased fields %v of sealed %v; want 6 of 9", e, in.Sealed)
+	if in.ErasedFields != 6 || in.SealedFields != 9 || in.Erasures[0].Fields != 6 || len(in.Erased) != 6 {
+		t.Errorf("inspection %+v; want 6 erased of 9 sealed, in 6 records", in)
 	}
+	// 7. A disclosure package of the erased case, written after the
+	//    erasure with no key, verifies record by record, and the auditor's
+	//    inspection says which fields are erased and by whose act.
+	now2, _ := j.Checkpoint(ctx)
+	cpNote, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: now2.Origin, Size: now2.Size, Root: now2.Root}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logVerifier, _ := checkpoint.NewVerifier(vkey)
+	signed, err := checkpoint.Open(cpNote, note.VerifierList(logVerifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dskey, dvkey, _ := note.GenerateKey(rand.Reader, "disclosure.example")
+	dsigner, _ := note.NewSigner(dskey)
+	dverifier, _ := note.NewVerifier(dvkey)
+	var pkg bytes.Buffer
+	if _, err := disclosure.WritePackage(ctx, s, &pkg, disclosure.Selection{Cases: []store.CaseID{gone}}, signed,
+		disclosure.Signing{Recipient: "auditor@example.com", Key: dsigner}); err != nil {
+		t.Fatalf("disclose the erased case: %v", err)
+	}
+	var insp sealed.Inspector
+	rep, err := disclosure.Verify(ctx, &pkg, disclosure.Options{Logs: []note.Verifier{logVerifier}, Disclosure: []note.Verifier{dverifier}, OnRecord: insp.Add})
+	if err != nil || rep.Verdict == disclosure.NotSound || len(rep.Findings) != 0 {
+		t.Fatalf("the package of an erased case: verdict %s, findings %v, err %v", rep.Verdict, rep.Findings, err)
+	}
+	got := insp.Inspection()
+	if got.ErasedFields != 6 || len(got.Erasures) != 1 || got.Erasures[0].Fields != 6 {
+		cr, _ := s.CaseRuns(ctx, gone, nil, 100)
+		t.Errorf("auditor's inspection of the erased case's package = %+v (counts %+v, case runs %v, erasure run %s)", got, rep.Counts, cr, res.Run)
+	}
+
 	again, err := j.Erase(ctx, sealed.Erasure{Scope: sealed.CaseScope(j.Tenant(), gone), Actor: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated}, Reason: "again"})
 	if err != nil || !again.Already {
 		t.Errorf("second erasure = %+v, %v; want Already", again, err)

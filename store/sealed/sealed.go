@@ -246,7 +246,7 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 	}
 	scope := Scope(tenant, a.Case, a.Run)
 	var aead cipher.AEAD
-	var wrapped []byte
+	var wrapped, nonces []byte
 	ms := make([]canon.Member, len(v.Members))
 	for i, m := range v.Members {
 		ms[i] = m
@@ -263,11 +263,21 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 				return nil, nil, err
 			}
 			clear(key)
+			// Every field's nonce in one read: a read of the system's
+			// randomness is a system call.
+			n := 0
+			for _, m := range v.Members[i:] {
+				if Seals(a.Kind, m.Key) {
+					n++
+				}
+			}
+			nonces = make([]byte, n*chacha20poly1305.NonceSizeX)
+			if _, err := io.ReadFull(j.rand, nonces); err != nil {
+				return nil, nil, fmt.Errorf("sealed: nonce: %w", err)
+			}
 		}
-		nonce := make([]byte, chacha20poly1305.NonceSizeX)
-		if _, err := io.ReadFull(j.rand, nonce); err != nil {
-			return nil, nil, fmt.Errorf("sealed: nonce: %w", err)
-		}
+		nonce := nonces[:chacha20poly1305.NonceSizeX:chacha20poly1305.NonceSizeX]
+		nonces = nonces[chacha20poly1305.NonceSizeX:]
 		env := Envelope{Wrapped: wrapped, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, m.Value.Marshal(), j.ad(tenant, a.Run, seq, m.Key))}
 		ms[i].Value = canon.StringValue(env.Marshal())
 	}
