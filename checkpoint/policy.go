@@ -386,6 +386,17 @@ func (p *Policy) Logs() []note.Verifier {
 	return out
 }
 
+// LogKeys returns the verifier keys of the policy's log lines, canonically
+// spelled, so that a caller given the same key out of band can tell it is
+// one key (disclosure.MergeLogKeys).
+func (p *Policy) LogKeys() []string {
+	out := make([]string, len(p.logs))
+	for i, l := range p.logs {
+		out[i] = l.vkey
+	}
+	return out
+}
+
 // RequiresWitnesses reports whether the quorum needs any cosignature; it is
 // false only for "quorum none".
 func (p *Policy) RequiresWitnesses() bool { return !p.built || p.quorum != nil }

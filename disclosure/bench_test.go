@@ -26,7 +26,7 @@ func benchPackage(b *testing.B, runs, records, payload int) (string, Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := WritePackage(context.Background(), j, f, Selection{Cases: []store.CaseID{j.Case}}, k.sign(b, cp)); err != nil {
+	if _, err := WritePackage(context.Background(), j, f, Selection{Cases: []store.CaseID{j.Case}}, k.sign(b, cp), k.signing()); err != nil {
 		b.Fatal(err)
 	}
 	if err := f.Close(); err != nil {

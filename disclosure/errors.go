@@ -46,6 +46,21 @@ func (e *UnplacedRunError) Error() string {
 	return fmt.Sprintf("run %s concluded %q but is not sealed: seal it, then write the package against a checkpoint that includes it", e.Run, e.Outcome)
 }
 
+// ErrSigning is matched by a *SigningError.
+var ErrSigning = errors.New("disclosure statement cannot be signed")
+
+// SigningError refuses to write a package whose statement cannot be signed
+// as spec/disclosure.md requires: no disclosure key, or the log's own
+// checkpoint key offered as the disclosure key.
+type SigningError struct {
+	Detail string
+}
+
+func (e *SigningError) Error() string { return "disclosure statement: " + e.Detail }
+
+// Unwrap returns ErrSigning.
+func (e *SigningError) Unwrap() error { return ErrSigning }
+
 // ErrNotAnExport is matched by the error Restore returns for a file that is
 // a disclosure package: packages carry a selection, never a whole journal,
 // and are never restored.

@@ -146,6 +146,9 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 	if b.Seq == 0 {
 		return store.Body{}, store.Facts{}, fmt.Errorf("record body: seq 0 (seqs start at 1)")
 	}
+	if err := checkBodyRules(b); err != nil {
+		return store.Body{}, store.Facts{}, err
+	}
 	if !storeReadKind(b.Kind) {
 		return b, store.Facts{}, nil
 	}
@@ -158,6 +161,21 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 		return store.Body{}, store.Facts{}, fmt.Errorf("record body: %w", err)
 	}
 	return full, f, nil
+}
+
+// checkBodyRules holds a decoded body to the rules spec/records.md states
+// for every record beyond its shape: "v" is 1 (section 2) and the epoch is
+// from 1 to 2^62 (section 1). A verifier that skipped them would call a
+// package sound whose chain was re-hashed around an epoch no lease can
+// grant, or around a body of a schema no reader understands.
+func checkBodyRules(b store.Body) error {
+	if b.V != store.RecordVersion {
+		return fmt.Errorf("record body: \"v\" is %d, not %d", b.V, store.RecordVersion)
+	}
+	if err := store.ValidateEpoch(b.Epoch); err != nil {
+		return fmt.Errorf("record body: epoch %d: %w", b.Epoch, err)
+	}
+	return nil
 }
 
 // bodyUint reads a routing member that must be a non-negative integer of at
@@ -585,17 +603,8 @@ func marshalHeader(h *header) ([]byte, error) {
 	}
 	switch h.Kind {
 	case KindPackage:
-		runs := canon.Value{Kind: canon.Array, Items: []canon.Value{}}
-		for _, r := range h.Selection.Runs {
-			runs.Items = append(runs.Items, canon.StringValue(r.String()))
-		}
-		cases := canon.Value{Kind: canon.Array, Items: []canon.Value{}}
-		for _, c := range h.Selection.Cases {
-			cases.Items = append(cases.Items, canon.StringValue(c.String()))
-		}
-		sel, _ := canon.NewObject([]canon.Member{{Key: "runs", Value: runs}, {Key: "cases", Value: cases}})
 		ms = append(ms, canon.Member{Key: "note", Value: canon.StringValue(string(h.Note))},
-			canon.Member{Key: "selection", Value: sel})
+			canon.Member{Key: "selection", Value: selectionValue(h.Selection)})
 	case KindExport:
 		ms = append(ms, canon.Member{Key: "tenant", Value: canon.StringValue(h.Tenant)})
 	default:
@@ -698,6 +707,9 @@ func parseHeader(line []byte) (*header, error) {
 // was read.
 type trailer struct {
 	Runs, Sealed, Records, Cases uint64
+	// Statement is the package's signed statement (a package trailer only;
+	// empty when absent, which the verifier reports).
+	Statement string
 }
 
 func appendTrailer(b []byte, kind string, t trailer) []byte {
@@ -716,6 +728,10 @@ func appendTrailer(b []byte, kind string, t trailer) []byte {
 	b = strconv.AppendUint(b, t.Runs, 10)
 	b = append(b, `,"sealed":`...)
 	b = strconv.AppendUint(b, t.Sealed, 10)
+	if t.Statement != "" {
+		b = append(b, `,"statement":`...)
+		b = append(b, canon.StringValue(t.Statement).Marshal()...)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -732,6 +748,11 @@ func parseTrailer(line []byte, kind string) (trailer, error) {
 		t.Cases = o.uint("cases")
 	}
 	t.Records, t.Runs, t.Sealed = o.uint("records"), o.uint("runs"), o.uint("sealed")
+	if _, ok := o.v.Get("statement"); ok && kind == KindPackageEnd {
+		if t.Statement = o.str("statement"); t.Statement == "" && o.err == nil {
+			o.err = fmt.Errorf("member \"statement\" is empty")
+		}
+	}
 	return t, o.done()
 }
 

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/store"
 )
@@ -53,6 +56,9 @@ func FuzzDecodeRecordBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		got, gotFacts, err := decodeRecordBody(raw)
 		want, werr := store.DecodeBody(raw)
+		if werr == nil {
+			werr = checkBodyRules(want)
+		}
 		var wantFacts store.Facts
 		if werr == nil && storeReadKind(want.Kind) {
 			wantFacts, werr = store.ReadFacts(want)
@@ -163,5 +169,29 @@ func FuzzVerify(f *testing.F) {
 		default:
 			t.Fatalf("verdict %q", rep.Verdict)
 		}
+	})
+}
+
+// A statement's text has one spelling: whatever ParseStatement accepts
+// marshals back to the same bytes, and openStatement never panics on a
+// hostile note.
+func FuzzParseStatement(f *testing.F) {
+	_, pkg, _ := loadVectors(f)
+	ls := lines(pkg)
+	tr, err := parseTrailer(bytes.TrimSuffix(ls[len(ls)-1], []byte("\n")), KindPackageEnd)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(tr.Statement))
+	f.Add([]byte(tr.Statement[:strings.Index(tr.Statement, "\n\n")+1]))
+	f.Add([]byte(StatementLine + "\norigin o\nsize 0\nroot " + strings.Repeat("0", 64) + "\nrecipient r\nselection " + strings.Repeat("0", 64) + "\ncounts 0 0 0 0\nblocks " + strings.Repeat("0", 64) + "\n"))
+	k := newKeys(f, testOrigin, 3)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if st, err := ParseStatement(b); err == nil {
+			if got := st.Marshal(); !bytes.Equal(got, b) {
+				t.Fatalf("ParseStatement(%q) re-marshals as %q", b, got)
+			}
+		}
+		openStatement(b, []note.Verifier{k.discV})
 	})
 }

@@ -27,7 +27,15 @@ type keys struct {
 	cosigners []*checkpoint.Cosigner
 	witVKeys  []string
 	policy    *checkpoint.Policy
-	at        time.Time // cosignature time
+	// the disclosure key, made from the same seed after the witnesses'
+	discSigner note.Signer
+	discVKey   string
+	discV      note.Verifier
+	// the private keys, published with the vectors so that another
+	// implementation can re-sign them
+	logSKey, discSKey string
+	witSKeys          []string
+	at                time.Time // cosignature time
 }
 
 func newKeys(t testing.TB, origin string, seed byte) *keys {
@@ -37,7 +45,7 @@ func newKeys(t testing.TB, origin string, seed byte) *keys {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &keys{origin: origin, logVKey: vk, at: time.Unix(1767225600, 0)}
+	k := &keys{origin: origin, logVKey: vk, logSKey: sk, at: time.Unix(1767225600, 0)}
 	if k.logSigner, err = checkpoint.NewSigner(sk); err != nil {
 		t.Fatal(err)
 	}
@@ -56,13 +64,31 @@ func newKeys(t testing.TB, origin string, seed byte) *keys {
 		}
 		k.cosigners = append(k.cosigners, c)
 		k.witVKeys = append(k.witVKeys, cvk)
+		k.witSKeys = append(k.witSKeys, csk)
 		vs = append(vs, c.Verifier())
 	}
 	if k.policy, err = checkpoint.NewThresholdPolicy(2, vs...); err != nil {
 		t.Fatal(err)
 	}
+	dsk, _, err := checkpoint.GenerateLogKey(rng, origin+DisclosureKeySuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.discSKey = dsk
+	if k.discSigner, k.discVKey, err = checkpoint.SignerForOrigin(dsk, origin+DisclosureKeySuffix); err != nil {
+		t.Fatal(err)
+	}
+	if k.discV, err = checkpoint.NewVerifier(k.discVKey); err != nil {
+		t.Fatal(err)
+	}
 	return k
 }
+
+// testRecipient is the recipient every test package is signed for.
+const testRecipient = "auditor@regulator.example"
+
+// signing is the statement's recipient and the disclosure key.
+func (k *keys) signing() Signing { return Signing{Recipient: testRecipient, Key: k.discSigner} }
 
 // sign signs cp with the log key and both witnesses and returns it verified.
 func (k *keys) sign(t testing.TB, cp store.Checkpoint) *checkpoint.Signed {
@@ -82,7 +108,9 @@ func (k *keys) sign(t testing.TB, cp store.Checkpoint) *checkpoint.Signed {
 	return s
 }
 
-func (k *keys) options() Options { return Options{Logs: []note.Verifier{k.logV}, Policy: k.policy} }
+func (k *keys) options() Options {
+	return Options{Logs: []note.Verifier{k.logV}, Policy: k.policy, Disclosure: []note.Verifier{k.discV}}
+}
 
 const testOrigin = "example.com/runseal"
 
@@ -179,7 +207,7 @@ func (w *world) signed(t testing.TB) *checkpoint.Signed {
 func (w *world) pkg(t testing.TB, sel Selection) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := WritePackage(context.Background(), w.j, &buf, sel, w.signed(t)); err != nil {
+	if _, err := WritePackage(context.Background(), w.j, &buf, sel, w.signed(t), w.k.signing()); err != nil {
 		t.Fatalf("WritePackage: %v", err)
 	}
 	return buf.Bytes()

@@ -19,7 +19,7 @@ func TestPackageRoundTrip(t *testing.T) {
 	w := newWorld(t)
 	sel := Selection{Runs: []store.RunID{w.C, w.A}, Cases: []store.CaseID{w.X}}
 	var buf bytes.Buffer
-	sum, err := WritePackage(context.Background(), w.j, &buf, sel, w.signed(t))
+	sum, err := WritePackage(context.Background(), w.j, &buf, sel, w.signed(t), w.k.signing())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestPackageAgainstEmptyLog(t *testing.T) {
 	appendAll(t, j, 1, noteRec(r, store.CaseID{}, "x"))
 	cp, _ := j.Checkpoint(context.Background())
 	var buf bytes.Buffer
-	if _, err := WritePackage(context.Background(), j, &buf, Selection{Runs: []store.RunID{r}}, k.sign(t, cp)); err != nil {
+	if _, err := WritePackage(context.Background(), j, &buf, Selection{Runs: []store.RunID{r}}, k.sign(t, cp), k.signing()); err != nil {
 		t.Fatal(err)
 	}
 	mustSound(t, verifyBytes(t, buf.Bytes(), k.options()))
@@ -89,7 +89,7 @@ func TestWritePackageRefuses(t *testing.T) {
 	var mm *CheckpointMismatchError
 	var up *UnplacedRunError
 	write := func(s Selection, cp *checkpoint.Signed) error {
-		_, err := WritePackage(ctx, w.j, &bytes.Buffer{}, s, cp)
+		_, err := WritePackage(ctx, w.j, &bytes.Buffer{}, s, cp, w.k.signing())
 		return err
 	}
 	if err := write(Selection{}, old); !errors.As(err, &sel) {
@@ -147,12 +147,12 @@ func TestWritePackageRefuses(t *testing.T) {
 	// Against the newer checkpoint it is written, and the old checkpoint
 	// still serves the runs sealed before it: proofs are at its size.
 	var buf bytes.Buffer
-	if _, err := WritePackage(ctx, w.j, &buf, Selection{Runs: []store.RunID{w.C}}, w.signed(t)); err != nil {
+	if _, err := WritePackage(ctx, w.j, &buf, Selection{Runs: []store.RunID{w.C}}, w.signed(t), w.k.signing()); err != nil {
 		t.Fatal(err)
 	}
 	mustSound(t, verifyBytes(t, buf.Bytes(), w.k.options()))
 	buf.Reset()
-	if _, err := WritePackage(ctx, w.j, &buf, Selection{Runs: []store.RunID{w.A, w.B}}, old); err != nil {
+	if _, err := WritePackage(ctx, w.j, &buf, Selection{Runs: []store.RunID{w.A, w.B}}, old, w.k.signing()); err != nil {
 		t.Fatal(err)
 	}
 	mustSound(t, verifyBytes(t, buf.Bytes(), w.k.options()))
@@ -171,6 +171,13 @@ func TestVerifyKeysAndPolicy(t *testing.T) {
 		"another log key":    {Options{Logs: []note.Verifier{other.logV}, Policy: w.k.policy}, Unverifiable},
 		"other witnesses":    {Options{Logs: []note.Verifier{w.k.logV}, Policy: other.policy}, Unverifiable},
 		"right keys":         {w.k.options(), Sound},
+		"no disclosure key":  {Options{Logs: []note.Verifier{w.k.logV}, Policy: w.k.policy}, Unverifiable},
+		"another disclosure key": {Options{Logs: []note.Verifier{w.k.logV}, Policy: w.k.policy,
+			Disclosure: []note.Verifier{other.discV}}, Unverifiable},
+		// Key separation: the log key offered as the disclosure key checks
+		// nothing, even beside the right one.
+		"log key as disclosure key": {Options{Logs: []note.Verifier{w.k.logV}, Policy: w.k.policy,
+			Disclosure: []note.Verifier{w.k.discV, w.k.logV}}, Unverifiable},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep := verifyBytes(t, b, tc.opts)
@@ -184,7 +191,7 @@ func TestVerifyKeysAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustSound(t, verifyBytes(t, b, Options{Logs: []note.Verifier{w.k.logV}, Policy: none}))
+	mustSound(t, verifyBytes(t, b, Options{Logs: []note.Verifier{w.k.logV}, Policy: none, Disclosure: []note.Verifier{w.k.discV}}))
 }
 
 func TestVerifyOtherFiles(t *testing.T) {

@@ -1,7 +1,7 @@
 package disclosure
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -9,12 +9,6 @@ import (
 	"io"
 	"sync"
 )
-
-// readBufSize is the read buffer. Lines up to it are returned without a
-// copy; longer ones are gathered into a separate buffer up to MaxLine.
-const readBufSize = 1 << 20
-
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 
 // errLineTooLong and errUnterminated are what lineReader.next reports for a
 // line over MaxLine and for a last line without its newline (a cut file).
@@ -27,11 +21,11 @@ var (
 // line. Its input is digested as it is read, ahead of the lines, on another
 // goroutine (see aheadReader), so the caller can report the SHA-256 of the
 // file it checked without a second pass and without a second core's worth
-// of waiting.
+// of waiting. Lines are found in the read-ahead chunks themselves and
+// returned as slices of them: only a line that spans two chunks is copied.
 type lineReader struct {
 	ahead    *aheadReader
-	br       *bufio.Reader
-	long     []byte // gathers a line longer than the read buffer
+	long     []byte // gathers a line that spans chunks
 	line     int64  // 1-based number of the line last returned
 	read     int64  // bytes consumed as lines
 	progress func(int64)
@@ -41,22 +35,11 @@ type lineReader struct {
 const progressEvery = 4 << 20
 
 func newLineReader(ctx context.Context, r io.Reader, progress func(int64)) *lineReader {
-	a := newAheadReader(ctx, r)
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(a)
-	return &lineReader{ahead: a, br: br, progress: progress, nextTick: progressEvery}
+	return &lineReader{ahead: newAheadReader(ctx, r), progress: progress, nextTick: progressEvery}
 }
 
-// close returns the read buffer to the pool and stops reading ahead; the
-// reader is unusable after.
-func (l *lineReader) close() {
-	if l.br != nil {
-		l.br.Reset(nil)
-		readers.Put(l.br)
-		l.br = nil
-	}
-	l.ahead.close()
-}
+// close stops reading ahead; the reader is unusable after.
+func (l *lineReader) close() { l.ahead.close() }
 
 // drain reads the rest of the input, so that the digest and the byte count
 // cover the whole file even when checking stopped early. It returns ctx's
@@ -71,44 +54,52 @@ func (l *lineReader) drain(ctx context.Context) error {
 // errLineTooLong; read errors are returned as they are.
 func (l *lineReader) next() ([]byte, error) {
 	l.long = l.long[:0]
+	a := l.ahead
 	for {
-		frag, err := l.br.ReadSlice('\n')
-		l.consume(frag)
-		switch {
-		case err == nil:
-			l.line++
-			if len(l.long) > 0 {
-				l.long = append(l.long, frag...)
-				if len(l.long) > MaxLine {
+		if a.off < a.cur.n {
+			buf := a.cur.b[a.off:a.cur.n]
+			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+				seg := buf[:i+1]
+				a.off += i + 1
+				l.consume(len(seg))
+				if len(l.long)+len(seg) > MaxLine {
 					return nil, errLineTooLong
 				}
-				return l.long[:len(l.long)-1], nil
+				l.line++
+				if len(l.long) > 0 {
+					l.long = append(l.long, seg...)
+					return l.long[:len(l.long)-1], nil
+				}
+				return seg[:len(seg)-1], nil
 			}
-			if len(frag) > MaxLine {
+			// The line goes on in the next chunk: gather it.
+			if len(l.long)+len(buf) > MaxLine {
 				return nil, errLineTooLong
 			}
-			return frag[:len(frag)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			if len(l.long)+len(frag) > MaxLine {
-				return nil, errLineTooLong
+			l.long = append(l.long, buf...)
+			a.off = a.cur.n
+			l.consume(len(buf))
+		}
+		if a.cur.err != nil {
+			if !errors.Is(a.cur.err, io.EOF) {
+				return nil, a.cur.err
 			}
-			l.long = append(l.long, frag...)
-		case errors.Is(err, io.EOF):
-			if len(frag) > 0 || len(l.long) > 0 {
+			if len(l.long) > 0 {
 				return nil, errUnterminated
 			}
 			return nil, io.EOF
-		default:
+		}
+		if err := a.next(); err != nil {
 			return nil, err
 		}
 	}
 }
 
-func (l *lineReader) consume(b []byte) {
-	if len(b) == 0 {
+func (l *lineReader) consume(n int) {
+	if n == 0 {
 		return
 	}
-	l.read += int64(len(b))
+	l.read += int64(n)
 	if l.progress != nil && l.read >= l.nextTick {
 		l.progress(l.read)
 		l.nextTick = l.read + progressEvery
@@ -180,21 +171,6 @@ func (a *aheadReader) produce(r io.Reader) {
 			return
 		}
 	}
-}
-
-// Read implements io.Reader for the consumer.
-func (a *aheadReader) Read(p []byte) (int, error) {
-	for a.off == a.cur.n {
-		if a.cur.err != nil {
-			return 0, a.cur.err
-		}
-		if err := a.next(); err != nil {
-			return 0, err
-		}
-	}
-	n := copy(p, a.cur.b[a.off:a.cur.n])
-	a.off += n
-	return n, nil
 }
 
 func (a *aheadReader) drain(ctx context.Context) error {

@@ -10,22 +10,11 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 )
-
-// Register is where a journal's operator records each act of disclosure.
-// It is an operator table beside the journal, per tenant: unchained, because
-// disclosing changes no run's history, and never exported. store/sqlite
-// implements it; every backend should.
-type Register interface {
-	// RecordDisclosure stores one act durably before returning; a second
-	// act with the same id is refused.
-	RecordDisclosure(ctx context.Context, d store.Disclosure) error
-	// Disclosures lists acts oldest first, strictly after the id after
-	// ("" from the start), at most limit (1 to store.MaxLimit) of them.
-	Disclosures(ctx context.Context, after string, limit int) ([]store.Disclosure, error)
-}
 
 // Request is one act of disclosure: what to give, against which witnessed
 // checkpoint, to whom, by whom.
@@ -34,6 +23,9 @@ type Request struct {
 	Checkpoint *checkpoint.Signed // verified by the caller against the log key and witness policy
 	Recipient  string
 	By         store.Operator
+	// Key is the journal's disclosure key: it signs the package's statement
+	// and MUST NOT be the log's checkpoint key.
+	Key note.Signer
 	// Now stamps the act; time.Now when nil.
 	Now func() time.Time
 }
@@ -55,7 +47,7 @@ type Request struct {
 // recorded or delivered. A failure in step 4 returns *UndeliveredError
 // holding the recorded act: the register then says more was disclosed than
 // was, never less.
-func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, req Request) (store.Disclosure, error) {
+func Disclose(ctx context.Context, j Source, reg store.DisclosureRegister, dest string, req Request) (store.Disclosure, error) {
 	if err := req.By.Validate(); err != nil {
 		return store.Disclosure{}, err
 	}
@@ -92,7 +84,7 @@ func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, r
 			os.Remove(staging)
 		}
 	}()
-	sum, err := WritePackage(ctx, j, f, req.Selection, req.Checkpoint)
+	sum, err := WritePackage(ctx, j, f, req.Selection, req.Checkpoint, Signing{Recipient: req.Recipient, Key: req.Key})
 	if err == nil {
 		err = f.Sync()
 	}
@@ -107,6 +99,7 @@ func Disclose(ctx context.Context, j store.Journal, reg Register, dest string, r
 		ID: id, At: at, By: req.By, Recipient: req.Recipient,
 		Runs: sel.Runs, Cases: sel.Cases, Checkpoint: sum.Checkpoint,
 		Package: sum.SHA256, Bytes: sum.Bytes, Carried: sum.Runs, Sealed: sum.Sealed, Records: sum.Records,
+		SignedBy: sum.StatementKey,
 	}
 	if act.Runs == nil {
 		act.Runs = []store.RunID{}

@@ -73,7 +73,9 @@ var notCarried = []string{
 // bytes each), not with records. The file must not change during the
 // restore; if its digest differs between the readings, Restore fails.
 func Restore(ctx context.Context, j store.Journal, r io.ReadSeeker) (*RestoreReport, error) {
-	if j.Seals() {
+	// A sealing store that writes restored bytes verbatim (store/sealed)
+	// can hold an export; one that would seal them again cannot.
+	if v, ok := j.(interface{ WritesRawVerbatim() bool }); j.Seals() && !(ok && v.WritesRawVerbatim()) {
 		return nil, &RestoreRefusedError{Reason: "the target store rewrites payloads on append (Seals() is true), so it cannot hold the exported bytes"}
 	}
 	rep := &RestoreReport{NotCarried: notCarried}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,7 +200,7 @@ func TestDisclose(t *testing.T) {
 	dest := filepath.Join(dir, "pkg.jsonl")
 	by := store.Operator{Actor: "alice", Basis: store.Authenticated}
 	req := Request{Selection: Selection{Runs: []store.RunID{w.A}, Cases: []store.CaseID{w.X}}, Checkpoint: w.signed(t),
-		Recipient: "auditor@example.com", By: by, Now: func() time.Time { return time.Unix(1767225600, 0) }}
+		Recipient: "auditor@example.com", By: by, Key: w.k.discSigner, Now: func() time.Time { return time.Unix(1767225600, 0) }}
 
 	// The act is recorded in the journal's own register (store/sqlite).
 	act, err := Disclose(ctx, w.j, w.j, dest, req)
@@ -220,6 +221,12 @@ func TestDisclose(t *testing.T) {
 	acts, err := w.j.Disclosures(ctx, "", 10)
 	if err != nil || len(acts) != 1 || acts[0].ID != act.ID || acts[0].Package != act.Package || acts[0].Recipient != req.Recipient {
 		t.Fatalf("register %+v %v", acts, err)
+	}
+	// The register records which key signed the statement: the disclosure
+	// key, not the log key.
+	wantKey := fmt.Sprintf("%s+%08x", w.k.discSigner.Name(), w.k.discSigner.KeyHash())
+	if acts[0].SignedBy != wantKey || act.SignedBy != wantKey {
+		t.Fatalf("register signed_by %q (act %q), want %q", acts[0].SignedBy, act.SignedBy, wantKey)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Fatalf("staging left behind: %v", ents)

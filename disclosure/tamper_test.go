@@ -28,20 +28,29 @@ func tamperRegions(t testing.TB, pkg []byte) regions {
 	t.Helper()
 	hdrEnd := bytes.IndexByte(pkg, '\n')
 	hdr := pkg[:hdrEnd]
+	trailerStart := bytes.LastIndexByte(pkg[:len(pkg)-1], '\n') + 1
 	var r regions
-	for _, re := range []*regexp.Regexp{
-		regexp.MustCompile(`"kind":"(runseal\.disclosure)"`),
-		regexp.MustCompile(`"version":(1)`),
-		// A signature line's key name and the base64 characters that
-		// carry its key ID (4 bytes: 6 characters, the 6th shared).
-		regexp.MustCompile(`\\n\x{2014} ([^ ]+ [A-Za-z0-9+/]{6})`),
+	// A signature line's key name and the base64 characters that carry its
+	// key ID (4 bytes: 6 characters, the 6th shared): changed, the
+	// signature is an unknown key's. In the header's note and in the
+	// trailer's statement alike.
+	sig := regexp.MustCompile(`\\n\x{2014} ([^ ]+ [A-Za-z0-9+/]{6})`)
+	for _, c := range []struct {
+		re   *regexp.Regexp
+		in   []byte
+		base int
+	}{
+		{regexp.MustCompile(`"kind":"(runseal\.disclosure)"`), hdr, 0},
+		{regexp.MustCompile(`"version":(1)`), hdr, 0},
+		{sig, hdr, 0},
+		{sig, pkg[trailerStart:], trailerStart},
 	} {
-		ms := re.FindAllSubmatchIndex(hdr, -1)
+		ms := c.re.FindAllSubmatchIndex(c.in, -1)
 		if len(ms) == 0 {
-			t.Fatalf("no match for %s in the header", re)
+			t.Fatalf("no match for %s", c.re)
 		}
 		for _, m := range ms {
-			r.either = append(r.either, [2]int{m[2], m[3]})
+			r.either = append(r.either, [2]int{c.base + m[2], c.base + m[3]})
 		}
 	}
 	r.cut = len(pkg) - 1
@@ -263,7 +272,7 @@ func TestTamperSampledLarge(t *testing.T) {
 	sel.Cases = []store.CaseID{c}
 	cp, _ := j.Checkpoint(ctx)
 	var buf bytes.Buffer
-	if _, err := WritePackage(ctx, j, &buf, sel, k.sign(t, cp)); err != nil {
+	if _, err := WritePackage(ctx, j, &buf, sel, k.sign(t, cp), k.signing()); err != nil {
 		t.Fatal(err)
 	}
 	pkg := buf.Bytes()

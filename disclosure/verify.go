@@ -51,13 +51,19 @@ const (
 	CheckLeafStripped     = "leaf_stripped"     // no unsealed run ends in a sealing conclusion
 	CheckEmptyRun         = "empty_run"         // no run block without records
 	CheckDuplicateRun     = "duplicate_run"     // no run twice
-	CheckDuplicateIndex   = "duplicate_index"   // no log index twice
 	CheckOrder            = "order"             // runs ascending, case blocks after runs, in selection order
 	CheckSelection        = "selection"         // selected runs carried; carried runs selected
 	CheckCaseCount        = "case_count"        // case blocks count the runs stamped with the case
 	CheckTrailer          = "trailer"           // trailer counts equal what was read
 	CheckAfterTrailer     = "after_trailer"     // nothing follows the trailer
+	CheckStatement        = "statement"         // the discloser's signed statement covers what was read
 )
+
+// Checks are the names a Finding's Check can hold, in the order
+// spec/disclosure.md section 4.1 lists them.
+var Checks = []string{CheckHeader, CheckCheckpoint, CheckFraming, CheckRecordBody, CheckRunLabel, CheckChain, CheckRecordHash,
+	CheckEmptyRun, CheckDuplicateRun, CheckOrder, CheckSeal, CheckSealedConclusion, CheckInclusion, CheckLeafStripped,
+	CheckSelection, CheckCaseCount, CheckTrailer, CheckStatement, CheckAfterTrailer}
 
 // Options configures Verify.
 type Options struct {
@@ -69,6 +75,10 @@ type Options struct {
 	// Sound; a policy with "quorum none" accepts an unwitnessed checkpoint
 	// on purpose.
 	Policy *checkpoint.Policy
+	// Disclosure are the journal's disclosure verifier keys: the package's
+	// statement must carry a valid signature by one of them, or the package
+	// is not Sound. They MUST NOT be log keys (spec/disclosure.md 2.7).
+	Disclosure []note.Verifier
 	// Progress, when set, is called with the bytes read so far, every few
 	// megabytes and at the end.
 	Progress func(bytesRead int64)
@@ -128,6 +138,8 @@ type Report struct {
 	Version    uint64            `json:"version,omitempty"`
 	SHA256     string            `json:"sha256"` // of the whole input; empty if it could not be read to its end
 	Checkpoint *CheckpointReport `json:"checkpoint,omitempty"`
+	// Statement is what the discloser's signed statement established.
+	Statement *StatementReport `json:"statement,omitempty"`
 	// SelectedRuns and SelectedCases are the header's selection.
 	SelectedRuns  []string `json:"selected_runs,omitempty"`
 	SelectedCases []string `json:"selected_cases,omitempty"`
@@ -174,7 +186,7 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 		opts.MaxFindings = 100
 	}
 	v := &verifier{opts: opts, rep: &Report{Proven: []string{}, Findings: []Finding{}, Unverifiable: []string{}, NotChecked: []string{}},
-		indexes: map[uint64]uint64{}}
+		blocks: newBlockDigest()}
 	v.lr = newLineReader(ctx, r, opts.Progress)
 	defer v.lr.close()
 	err := v.run(ctx)
@@ -196,8 +208,11 @@ type verifier struct {
 	lr   *lineReader
 
 	// the checkpoint proofs are checked against
-	size uint64
-	root log.Hash
+	origin string
+	size   uint64
+	root   log.Hash
+
+	blocks *blockDigest // what the statement's blocks digest must be
 
 	sel        Selection
 	selIdx     int      // next selected run not yet passed
@@ -216,8 +231,6 @@ type verifier struct {
 	hashBad   bool         // a hash finding was already reported for this run
 	lastRun   store.RunID
 	haveLast  bool
-
-	indexes map[uint64]uint64 // log indexes seen, as a sparse bitmap (word index -> bits)
 
 	ended    bool // the trailer was read
 	stopped  bool // a structural finding stopped the reading
@@ -331,7 +344,9 @@ func (v *verifier) header(line []byte) bool {
 	case kind == KindExport:
 		v.unverifiable("this is a whole export (kind " + KindExport + "), not a disclosure package: an export carries no signed checkpoint; restore it with journal restore")
 		return false
-	case kind == KindPackageRun || kind == KindPackageCase || kind == KindPackageEnd:
+	case kind == KindPackageRun || kind == KindPackageCase || kind == KindPackageEnd || kind == KindExportRun || kind == KindExportEnd:
+		// A known line kind out of place: the file lost its first line, or
+		// was spliced; either way it is damaged, not of an unknown kind.
 		v.stop(CheckHeader, "the file does not start with its header (the first line is a %s line)", kind)
 		return false
 	case kind != KindPackage:
@@ -365,7 +380,7 @@ func (v *verifier) header(line []byte) bool {
 // checkpoint verifies the header's signed note, reports on its signatures,
 // and fixes the size and root that proofs are checked against.
 func (v *verifier) checkpoint(h *header) {
-	v.size, v.root = h.Checkpoint.Size, log.Hash(h.Checkpoint.Root)
+	v.origin, v.size, v.root = h.Checkpoint.Origin, h.Checkpoint.Size, log.Hash(h.Checkpoint.Root)
 	nc := CheckNote(h.Note, v.opts)
 	cr := &nc.Report
 	v.rep.Checkpoint = cr
@@ -375,7 +390,7 @@ func (v *verifier) checkpoint(h *header) {
 		// Proofs are checked against the note's size and root, the ones
 		// the signatures cover.
 		body := nc.Checkpoint
-		v.size, v.root = body.Size, log.Hash(body.Root)
+		v.origin, v.size, v.root = body.Origin, body.Size, log.Hash(body.Root)
 		if body.Origin != h.Checkpoint.Origin || body.Size != h.Checkpoint.Size || body.Root != [32]byte(h.Checkpoint.Root) {
 			v.find(CheckCheckpoint, nil, 0, "the header's checkpoint (%s, %d, %s) is not the signed note's (%s, %d, %x)",
 				h.Checkpoint.Origin, h.Checkpoint.Size, h.Checkpoint.Root, body.Origin, body.Size, body.Root)
@@ -523,6 +538,7 @@ func (v *verifier) runBlock(line []byte) {
 		return
 	}
 	run := v.blk.Run
+	v.blocks.line(line, false)
 	v.rep.Counts.Runs++
 	if v.haveLast {
 		switch c := bytes.Compare(v.lastRun[:], run[:]); {
@@ -600,8 +616,14 @@ func (v *verifier) finishRun() {
 	run := v.blk.Run
 	last := v.nextSeq - 1
 	sealing := store.IsSealingOutcome(v.latest)
+	v.blocks.head(v.prev)
 	if v.blk.Sealed {
 		v.rep.Counts.Sealed++
+		// No set of the indexes seen is kept: two runs whose inclusion
+		// verifies at one index have one terminal hash, so one last record,
+		// which names its run, and run blocks are strictly ascending, so
+		// the same run twice is a duplicate_run finding. Memory stays
+		// independent of the number of blocks.
 		if v.blk.Records > 0 && v.prev != v.blk.Seal {
 			v.find(CheckSeal, &run, last, "the seal %s is not the terminal hash %s of the records carried", v.blk.Seal, v.prev)
 		}
@@ -613,11 +635,6 @@ func (v *verifier) finishRun() {
 		if err := log.VerifyInclusion(log.Hash(v.prev), v.blk.Index, v.size, v.blk.Proof, v.root); err != nil {
 			v.find(CheckInclusion, &run, 0, "the records' terminal hash is not leaf %d of the checkpoint's tree: %v", v.blk.Index, err)
 		}
-		w, bit := v.blk.Index/64, uint64(1)<<(v.blk.Index%64)
-		if v.indexes[w]&bit != 0 {
-			v.find(CheckDuplicateIndex, &run, 0, "log index %d is claimed by another run too", v.blk.Index)
-		}
-		v.indexes[w] |= bit
 	} else {
 		v.rep.Counts.Unsealed++
 		if sealing {
@@ -654,6 +671,7 @@ func (v *verifier) caseBlock(line []byte) {
 		v.stop(CheckFraming, "malformed case block: %v", err)
 		return
 	}
+	v.blocks.line(line, false)
 	if v.caseBlocks >= len(v.sel.Cases) || v.sel.Cases[v.caseBlocks] != c {
 		v.stop(CheckOrder, "case block %s is not the next selected case", c)
 		return
@@ -680,7 +698,57 @@ func (v *verifier) trailer(line []byte) {
 		v.find(CheckTrailer, nil, 0, "the trailer counts %d runs, %d sealed, %d records, %d cases; the file holds %d, %d, %d, %d",
 			t.Runs, t.Sealed, t.Records, t.Cases, c.Runs, c.Sealed, c.Records, c.Cases)
 	}
+	v.statement(t)
 	v.ended = true
+}
+
+// statement checks the discloser's signed statement against what was read:
+// the checkpoint, the selection, the counts and every block. The statement
+// is what authenticates the framing; without a valid one a package is
+// never Sound.
+func (v *verifier) statement(t trailer) {
+	sr := &StatementReport{}
+	v.rep.Statement = sr
+	if t.Statement == "" {
+		v.find(CheckStatement, nil, 0, "the trailer carries no signed statement: the selection, the case blocks and the counts are not authenticated")
+		return
+	}
+	signed, keys, err := openStatement([]byte(t.Statement), v.opts.Disclosure)
+	sr.Recipient = signed.Recipient
+	switch {
+	case errors.Is(err, errNoDisclosureKey):
+		v.unverifiable(fmt.Sprintf("the discloser's statement: %v (give the journal's disclosure verifier key)", err))
+	case err != nil:
+		v.find(CheckStatement, nil, 0, "%v", err)
+		return
+	}
+	for _, d := range v.opts.Disclosure {
+		for _, l := range v.logKeys() {
+			if d.Name() == l.Name() && d.KeyHash() == l.KeyHash() {
+				v.unverifiable(fmt.Sprintf("the disclosure key %s+%08x given is also a log key: a statement must be signed by a key of its own", d.Name(), d.KeyHash()))
+				return
+			}
+		}
+	}
+	c := v.rep.Counts
+	read := Statement{Checkpoint: store.Checkpoint{Origin: v.origin, Size: v.size, Root: store.Digest(v.root)}, Recipient: signed.Recipient,
+		Selection: selectionDigest(v.sel), Runs: c.Runs, Sealed: c.Sealed, Records: c.Records, Cases: c.Cases, Blocks: v.blocks.sum()}
+	diff := sameStatement(signed, read)
+	for _, d := range diff {
+		v.find(CheckStatement, nil, 0, "the package is not the one the discloser signed: its %s differs", d)
+	}
+	if err == nil && len(diff) == 0 {
+		sr.Verified, sr.Keys = true, keys
+	}
+}
+
+// logKeys are the log keys given, directly and in the policy.
+func (v *verifier) logKeys() []note.Verifier {
+	logs := slices.Clone(v.opts.Logs)
+	if v.opts.Policy != nil {
+		logs = append(logs, v.opts.Policy.Logs()...)
+	}
+	return logs
 }
 
 func (v *verifier) finish() {
@@ -745,6 +813,10 @@ func (v *verifier) proven() {
 	r.Proven = append(r.Proven,
 		"No unsealed run ends in a sealing conclusion (no leaf was stripped), and no run or log index appears twice.",
 		fmt.Sprintf("The package is whole: its trailer's counts (%d runs, %d records, %d case blocks) match what was read, every selected run and case is carried, and every run carried was selected.", c.Runs, c.Records, c.Cases))
+	if st := r.Statement; st != nil && st.Verified {
+		r.Proven = append(r.Proven, fmt.Sprintf("It is the package the discloser signed for %q with disclosure key %s: the statement covers its checkpoint, its selection, its counts and every run and case block with its records.",
+			st.Recipient, strings.Join(st.Keys, ", ")))
+	}
 }
 
 func (v *verifier) notChecked() {
@@ -753,7 +825,7 @@ func (v *verifier) notChecked() {
 		r.NotChecked = append(r.NotChecked, fmt.Sprintf("The %d unsealed run(s): the log does not commit to them. Their records chain correctly from seq 1, but nothing proves they are all of the run's records, or that none were added later.", r.Counts.Unsealed))
 	}
 	r.NotChecked = append(r.NotChecked,
-		"That this is the package the discloser recorded: the selection, case blocks and trailer are not signed, so a run removed from a case selection, with the counts adjusted, cannot be detected here. Compare the package SHA-256 "+r.SHA256+" with the discloser's register entry (journal disclosures).",
+		"That the discloser's register holds this act: the statement proves who signed the package, not that it was recorded. Compare the package SHA-256 "+r.SHA256+" with the discloser's register entry (journal disclosures).",
 		"That a selected case touched no run beyond those carried: the log does not commit to case membership.",
 		"Consistency of this checkpoint with any other view of the log, beyond what the witnesses attest: check it against a checkpoint obtained independently with auditor consistency, or follow the log with auditor monitor.",
 		"The rest of the log: only the carried runs' leaves were checked; no tree was rebuilt.",

@@ -11,6 +11,8 @@ import (
 	"io"
 	"slices"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -25,6 +27,29 @@ type Summary struct {
 	Cases      uint64           `json:"cases"`
 	Bytes      int64            `json:"bytes"`
 	SHA256     store.Digest     `json:"sha256"` // of exactly the bytes written
+	// Statement is a package's signed statement, and StatementKey the
+	// disclosure key (name+hash) that signed it.
+	Statement    []byte `json:"-"`
+	StatementKey string `json:"statement_key,omitempty"`
+}
+
+// Signing is what a package's statement says beyond what the package
+// holds, and the key that signs it: the recipient, and the journal's
+// disclosure key, which MUST NOT be the log's checkpoint key.
+type Signing struct {
+	Recipient string
+	Key       note.Signer
+}
+
+// isLogSigner reports whether key made one of the checkpoint's signatures
+// (the same name and key ID): key separation refuses it.
+func isLogSigner(cp *checkpoint.Signed, key note.Signer) bool {
+	for _, s := range cp.Signatures() {
+		if s.Name == key.Name() && s.Hash == key.KeyHash() {
+			return true
+		}
+	}
+	return false
 }
 
 // lineWriter buffers, counts and digests what it writes.
@@ -77,9 +102,18 @@ func (lw *lineWriter) finish(s *Summary) error {
 // retry against a newer witnessed checkpoint. The writer also checks what it
 // writes (chains, heads, leaves, proofs) and refuses to write a package from
 // a journal that fails those checks.
-func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selection, cp *checkpoint.Signed) (Summary, error) {
+func WritePackage(ctx context.Context, j Source, w io.Writer, sel Selection, cp *checkpoint.Signed, sign Signing) (Summary, error) {
 	if cp == nil {
 		return Summary{}, &CheckpointMismatchError{Detail: "no signed checkpoint given"}
+	}
+	if sign.Key == nil {
+		return Summary{}, &SigningError{Detail: "no disclosure key to sign the package's statement with"}
+	}
+	if err := store.ValidateRecipient(sign.Recipient); err != nil {
+		return Summary{}, err
+	}
+	if sign.Key.Name() == cp.Checkpoint().Origin || isLogSigner(cp, sign.Key) {
+		return Summary{}, &SigningError{Detail: fmt.Sprintf("the disclosure key %s+%08x is the log's checkpoint key: a package's statement is signed with a key of its own", sign.Key.Name(), sign.Key.KeyHash())}
 	}
 	sel, err := sel.normalize()
 	if err != nil {
@@ -111,7 +145,8 @@ func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selecti
 	if err := lw.write(hdr); err != nil {
 		return Summary{}, err
 	}
-	rw := &runWriter{j: j, lw: lw, kind: KindPackageRun, proofs: true, cp: want, cases: sel.Cases, caseRuns: make([]uint64, len(sel.Cases))}
+	rw := &runWriter{j: j, lw: lw, kind: KindPackageRun, proofs: true, cp: want, cases: sel.Cases, caseRuns: make([]uint64, len(sel.Cases)),
+		blocks: newBlockDigest()}
 	sum := Summary{Checkpoint: want}
 	for {
 		run, viaCase, ok, err := m.next(ctx)
@@ -135,12 +170,21 @@ func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selecti
 		}
 	}
 	for i, c := range sel.Cases {
-		if err := lw.write(appendCaseBlock(lw.buf[:0], c, rw.caseRuns[i])); err != nil {
+		lw.buf = appendCaseBlock(lw.buf[:0], c, rw.caseRuns[i])
+		rw.blocks.line(lw.buf, true)
+		if err := lw.write(lw.buf); err != nil {
 			return Summary{}, err
 		}
 	}
 	sum.Cases = uint64(len(sel.Cases))
-	if err := lw.write(appendTrailer(lw.buf[:0], KindPackageEnd, trailer{Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records, Cases: sum.Cases})); err != nil {
+	st := Statement{Checkpoint: want, Recipient: sign.Recipient, Selection: selectionDigest(sel),
+		Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records, Cases: sum.Cases, Blocks: rw.blocks.sum()}
+	signed, err := SignStatement(st, sign.Key)
+	if err != nil {
+		return Summary{}, &SigningError{Detail: err.Error()}
+	}
+	sum.Statement, sum.StatementKey = signed, fmt.Sprintf("%s+%08x", sign.Key.Name(), sign.Key.KeyHash())
+	if err := lw.write(appendTrailer(lw.buf[:0], KindPackageEnd, trailer{Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records, Cases: sum.Cases, Statement: string(signed)})); err != nil {
 		return Summary{}, err
 	}
 	return sum, lw.finish(&sum)
@@ -149,7 +193,7 @@ func WritePackage(ctx context.Context, j store.Journal, w io.Writer, sel Selecti
 // matchJournal checks that want is a state of j's log: its origin, a size
 // the log has reached, and, proved by a consistency proof from the journal
 // to its current state, the log's root at that size.
-func matchJournal(ctx context.Context, j store.Journal, want store.Checkpoint) error {
+func matchJournal(ctx context.Context, j Source, want store.Checkpoint) error {
 	cur, err := j.Checkpoint(ctx)
 	if err != nil {
 		return err
@@ -178,7 +222,7 @@ func matchJournal(ctx context.Context, j store.Journal, want store.Checkpoint) e
 
 // runWriter writes run blocks and their records.
 type runWriter struct {
-	j        store.Journal
+	j        Source
 	lw       *lineWriter
 	kind     string
 	proofs   bool // a package: proofs at cp.Size; else an export: positions below cp.Size
@@ -187,6 +231,7 @@ type runWriter struct {
 	caseRuns []uint64       // per selected case, carried runs with a record stamped with it
 	hit      []bool
 	pageSize int
+	blocks   *blockDigest // a package: the statement's blocks digest
 }
 
 const (
@@ -239,6 +284,9 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 	}
 	blk.Records = uint64(head.Seq)
 	rw.lw.buf = appendRunBlock(rw.lw.buf[:0], rw.kind, &blk, rw.proofs)
+	if rw.blocks != nil {
+		rw.blocks.line(rw.lw.buf, true)
+	}
 	if err := rw.lw.write(rw.lw.buf); err != nil {
 		return false, 0, err
 	}
@@ -299,6 +347,9 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 	if last != head {
 		return false, 0, &store.CorruptError{Run: run, Seq: last.Seq, Detail: fmt.Sprintf("the chain read ends at seq %d, the head is seq %d", last.Seq, head.Seq)}
 	}
+	if rw.blocks != nil {
+		rw.blocks.head(last.Hash)
+	}
 	sealing := store.IsSealingOutcome(latest)
 	switch {
 	case blk.Sealed && !sealing:
@@ -323,7 +374,7 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 // cases, ascending and without repeats, from sorted pages: one page per
 // source in memory at a time.
 type merger struct {
-	j    store.Journal
+	j    Source
 	h    sourceHeap
 	last *store.RunID
 }
@@ -338,7 +389,7 @@ type source struct {
 
 const casePage = 1000
 
-func (s *source) fill(ctx context.Context, j store.Journal) error {
+func (s *source) fill(ctx context.Context, j Source) error {
 	if s.pos < len(s.page) || !s.more {
 		return nil
 	}
@@ -355,7 +406,7 @@ func (s *source) fill(ctx context.Context, j store.Journal) error {
 	return nil
 }
 
-func newMerger(ctx context.Context, j store.Journal, sel Selection) (*merger, error) {
+func newMerger(ctx context.Context, j Source, sel Selection) (*merger, error) {
 	m := &merger{j: j}
 	if len(sel.Runs) > 0 {
 		m.h = append(m.h, &source{caseIx: -1, page: sel.Runs})

@@ -3,9 +3,10 @@
 // stale-owner failure without clock comparison, a study-wide finalization
 // claim, and a durable outbox that drives each terminal trial's
 // finalization. spec/lifecycle.md is the normative description; this
-// package holds its Go shape, the in-memory reference implementation
-// [MemStorage], and (in lifecycletest) the conformance suite every
-// implementation must pass.
+// package holds its Go shape; lifecycle/memstore is the in-memory
+// reference implementation, lifecycle/journalstore the journal-backed one,
+// and lifecycle/lifecycletest the conformance suite every implementation
+// must pass.
 //
 // # Shape
 //
@@ -43,6 +44,17 @@
 // contract's "validation error": a malformed request that no retry can fix.
 // Any error other than KindStorage guarantees that nothing was written.
 //
+// This is the house convention (CONTRIBUTING.md) in the shape its second
+// clause allows: the Err* values are the sentinels a caller branches on
+// with errors.Is; [*Error] is the typed error carrying the data (Op,
+// Detail), whose Is matches exactly the sentinel of its Kind because its
+// Unwrap already leads to the cause (a store error, a context error), so
+// errors.Is(err, store.ErrFenced) or errors.Is(err, context.Canceled)
+// still holds through it. Implementations add their own classes beneath
+// KindStorage the same way: package journalstore's ErrInconsistent (with
+// *InconsistentError naming the record that does not fold) and ErrClosed,
+// and its ErrLocked (with *LockedError) beneath KindConflict.
+//
 // # The clock rule
 //
 // Nothing in this package compares clocks. A trial's lease does not expire:
@@ -53,17 +65,13 @@
 // equality, as one field of the complete observation. The finalization
 // claim has no TTL at all; it is reclaimed the same way.
 //
-// # On the journal
+// # Implementations
 //
-// [JournalStorage] carries the contract on a journal store (package
-// store): a study is a case, a trial is a run, a trial's owner epoch is its
-// run's lease epoch, each transition is a journal record appended under the
-// fence, the outbox and the finalization claim are state derived from
-// records, and a trial's terminal outcome seals its run, so a study is
-// exported, disclosed and verified like any other runs. A per-study "study
-// run" holds the records that commit every transition touching two runs;
-// the trial run mirrors each, and a view rebuilt after a crash completes
-// what a commit began. [ReadStudyView] shows a study from a journal without
-// writing. spec/lifecycle.md section 14 describes the records and the
-// protocol.
+// Two implementations live beside this package and share one copy of the
+// per-study rules (lifecycle/internal/model): package memstore, the
+// in-memory reference implementation, and package journalstore, which
+// carries the contract on a journal store so that a study is exported,
+// disclosed and verified like any other runs (spec/lifecycle.md section
+// 14). This package holds only the contract: types, validation, errors and
+// [FailIfStale].
 package lifecycle

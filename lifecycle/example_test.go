@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/memstore"
 )
 
 // A worker reserves, claims and finishes a trial; a finalizer then takes
@@ -12,7 +13,7 @@ import (
 // through its phases.
 func Example() {
 	ctx := context.Background()
-	s := lifecycle.NewMemStorage()
+	s := memstore.New()
 	study, _ := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
 
 	// Worker.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/memstore"
 )
 
 func TestErrorKinds(t *testing.T) {
@@ -59,7 +60,7 @@ func TestErrorKinds(t *testing.T) {
 
 func TestContextEndedIsStorageError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := lifecycle.NewMemStorage()
+	s := memstore.New()
 	study, err := s.CreateStudy(context.Background(), lifecycle.StudySpec{Objectives: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -203,9 +204,9 @@ func roundTrip(t *testing.T, v, out any) {
 func TestFailIfStale(t *testing.T) {
 	ctx := context.Background()
 	intent := lifecycle.FinalizationIntent{Kind: "stale"}
-	setup := func(t *testing.T) (*lifecycle.MemStorage, lifecycle.TrialOwnerToken) {
+	setup := func(t *testing.T) (*memstore.Storage, lifecycle.TrialOwnerToken) {
 		t.Helper()
-		s := lifecycle.NewMemStorage()
+		s := memstore.New()
 		study, err := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -275,12 +276,12 @@ func TestFailIfStale(t *testing.T) {
 // renewsAfterObserve has the owner heartbeat right after every observation,
 // that is, during the sweeper's grace interval.
 type renewsAfterObserve struct {
-	*lifecycle.MemStorage
+	*memstore.Storage
 	owner lifecycle.TrialOwnerToken
 }
 
 func (r renewsAfterObserve) Observe(ctx context.Context, id lifecycle.TrialID) (lifecycle.LeaseObservation, error) {
-	obs, err := r.MemStorage.Observe(ctx, id)
+	obs, err := r.Storage.Observe(ctx, id)
 	if _, rerr := r.Renew(ctx, lifecycle.RenewRequest{Owner: r.owner}); rerr != nil {
 		return obs, rerr
 	}

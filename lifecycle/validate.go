@@ -1,11 +1,12 @@
 package lifecycle
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"unicode/utf8"
+
+	"github.com/runseal/runseal/lifecycle/internal/jsontext"
 )
 
 // Limits every backend enforces, so that a request one backend accepts is
@@ -60,16 +61,7 @@ func checkJSON(what string, raw json.RawMessage) error {
 
 // compactJSON returns raw without insignificant space, so that two
 // encodings of one value compare equal. raw must be valid or empty.
-func compactJSON(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return append(json.RawMessage(nil), raw...)
-	}
-	return b.Bytes()
-}
+func compactJSON(raw json.RawMessage) json.RawMessage { return jsontext.Compact(raw) }
 
 // checkSize refuses a request whose JSON encoding exceeds MaxRequestBytes.
 func checkSize(req any) error {

@@ -1,6 +1,10 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/runseal/runseal/internal/canon"
+)
 
 // Prepared is one record of a batch built on the run's head, with the facts
 // the derived indexes need. Backends write Prepared records; building them
@@ -45,6 +49,7 @@ func BuildBatch(head Head, epoch Epoch, batch []Append) ([]Prepared, error) {
 	for i, a := range batch {
 		seq := prev.Seq + 1
 		var body Body
+		var fields canon.Value
 		var raw []byte
 		if a.Raw != nil {
 			if a.Kind != "" || a.Fields != nil || !a.Case.IsZero() || a.Step != nil || a.Phase != "" || a.EffectKey != nil {
@@ -53,7 +58,7 @@ func BuildBatch(head Head, epoch Epoch, batch []Append) ([]Prepared, error) {
 			if len(a.Raw) > MaxRecordBytes {
 				return nil, &RecordTooLargeError{Bytes: len(a.Raw), Limit: MaxRecordBytes}
 			}
-			body, err = DecodeBody(a.Raw)
+			body, fields, err = decodeBody(a.Raw)
 			if err != nil {
 				return nil, &InvalidArgumentError{Field: fmt.Sprintf("batch[%d].raw", i), Detail: err.Error()}
 			}
@@ -64,17 +69,25 @@ func BuildBatch(head Head, epoch Epoch, batch []Append) ([]Prepared, error) {
 			raw = a.Raw
 		} else {
 			body = Body{Seq: seq, Run: run, Case: a.Case, Step: a.Step, Phase: a.Phase, EffectKey: a.EffectKey, Epoch: epoch, V: RecordVersion, Kind: a.Kind, Fields: a.Fields}
-			raw, err = EncodeBody(body)
+			var obj canon.Value
+			raw, obj, err = encodeBody(body)
 			if err != nil {
 				return nil, err
 			}
-			// Decode what was encoded so the Record carries exactly what a
-			// later read of these bytes yields (canonical Fields included).
-			if body, err = DecodeBody(raw); err != nil {
+			// Read back what was encoded, with the decoder every reader and
+			// verifier uses. This round trip guards two things: the Record
+			// carries exactly what a later read of these bytes yields
+			// (canonical Fields included), and a record the decoder would
+			// refuse, which would read as corrupt forever, is never written.
+			// It reads the value the encoder built rather than parsing raw
+			// again: raw is that value's Marshal, and canon's Parse and
+			// Marshal are inverses (internal/canon's fuzz targets hold it).
+			if body, fields, err = bodyOf(obj); err != nil {
 				return nil, fmt.Errorf("encoded body does not decode: %w", err)
 			}
 		}
-		facts, err := ReadFacts(body)
+		// The fields are passed parsed: a record is parsed once on the way in.
+		facts, err := readFacts(body, fields)
 		if err != nil {
 			return nil, err
 		}

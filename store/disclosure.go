@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +32,23 @@ type Disclosure struct {
 	Carried uint64 `json:"runs_carried"`
 	Sealed  uint64 `json:"sealed"`  // carried runs with a leaf below the checkpoint
 	Records uint64 `json:"records"` // record lines in the package
+	// SignedBy is the disclosure key ("<name>+<key ID>") that signed the
+	// package's statement (spec/disclosure.md 2.7): never the log key.
+	// Empty for acts recorded before packages carried a statement.
+	SignedBy string `json:"signed_by,omitempty"`
+}
+
+// DisclosureRegister is where a journal's operator records each act of
+// disclosure. It is an operator table beside the journal, per tenant:
+// unchained, because disclosing changes no run's history, and never
+// exported. Every backend implements it.
+type DisclosureRegister interface {
+	// RecordDisclosure stores one act durably before returning; a second
+	// act with the same id is refused.
+	RecordDisclosure(ctx context.Context, d Disclosure) error
+	// Disclosures lists acts oldest first, strictly after the id after
+	// ("" from the start), at most limit (1 to MaxLimit) of them.
+	Disclosures(ctx context.Context, after string, limit int) ([]Disclosure, error)
 }
 
 // Validate refuses a disclosure record a register should not store: a

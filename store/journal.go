@@ -72,14 +72,24 @@ type Position struct {
 	Leaf  Digest `json:"leaf"`
 }
 
-// Journal is the store contract. Every method with a context does I/O; every
-// listing is bounded by a limit from 1 to MaxLimit, and a page of limit
-// results means "at least that many", not "exactly". A stored id that does
-// not parse is CorruptError, never skipped.
+// Journal is the store contract: the union of the roles below, plus the
+// facts about the durable state that have no default. Every method with a
+// context does I/O; every listing is bounded by a limit from 1 to MaxLimit,
+// and a page of limit results means "at least that many", not "exactly". A
+// stored id that does not parse is CorruptError, never skipped.
+//
+// A consumer declares the narrow interface it uses (one role, or the few
+// methods it calls, as sumdb/tlog's HashReader), so that a double or a
+// decorator implements what is called and nothing else.
 type Journal interface {
-	// Append writes a batch of one run under epoch, assigning seqs and
-	// linking the chain; all or nothing.
-	Append(ctx context.Context, epoch Epoch, batch []Append) ([]Record, error)
+	Appender
+	Reader
+	Finder
+	Leaser
+	Sealer
+	LogReader
+	Canceller
+
 	// IsShared reports whether more than one process can write the durable
 	// state. There is no default: a shared store that forgot to say so would
 	// pass as single-writer.
@@ -87,7 +97,22 @@ type Journal interface {
 	// Seals reports whether the store rewrites payloads on append (as an
 	// encrypting decorator does). A restore refuses such a store.
 	Seals() bool
+	// Tenant names whose rows this handle reaches ("default" unless told).
+	Tenant() string
+	// Atomic returns the store's own transaction for co-located resources,
+	// or nil when the backend cannot offer one.
+	Atomic() AtomicJournal
+}
 
+// Appender is the append role: the only way records enter a journal.
+type Appender interface {
+	// Append writes a batch of one run under epoch, assigning seqs and
+	// linking the chain; all or nothing.
+	Append(ctx context.Context, epoch Epoch, batch []Append) ([]Record, error)
+}
+
+// Reader is the read role: a run's records and its chain.
+type Reader interface {
 	// Read returns a run's records from seq from (1-based) onward, unbounded;
 	// for replay and export.
 	Read(ctx context.Context, run RunID, from Seq) ([]Record, error)
@@ -96,14 +121,23 @@ type Journal interface {
 	ReadPage(ctx context.Context, run RunID, from Seq, limit int) ([]Record, error)
 	// Head returns the run's chain head; the genesis head for an unknown run.
 	Head(ctx context.Context, run RunID) (Head, error)
-	// Verify checks a run's whole chain and returns its head hash.
+	// Verify checks a run's whole chain and returns its head hash: each
+	// record's hash and link, contiguous seqs, the recorded head, the
+	// outcome index against the chain's latest conclusion, and for a sealed
+	// run its leaf (the terminal hash) and its sealed outcome (the chain's
+	// latest conclusion). A failure is CorruptError.
 	Verify(ctx context.Context, run RunID) (Digest, error)
+}
 
+// Finder is the discovery role: the derived indexes, every one rebuilt
+// from the chain and never an authority.
+type Finder interface {
 	// RunsByOutcome lists runs whose latest conclusion is outcome, newest
 	// conclusion first.
 	RunsByOutcome(ctx context.Context, outcome string, limit int) ([]RunID, error)
 	// CountByOutcome counts the runs whose latest conclusion is outcome,
-	// from the same index as RunsByOutcome and never from a page of it.
+	// from the same index as RunsByOutcome and never from a page of it; a
+	// row it cannot read is CorruptError, as for the listing.
 	CountByOutcome(ctx context.Context, outcome string) (uint64, error)
 	// AdmittedAs returns the run holding an admission key, if any.
 	AdmittedAs(ctx context.Context, key string) (RunID, bool, error)
@@ -128,10 +162,15 @@ type Journal interface {
 	// WaitingRuns lists runs whose last record is a suspension, soonest
 	// until first (suspensions with no until last).
 	WaitingRuns(ctx context.Context, limit int) ([]WaitingRun, error)
+}
 
+// Leaser is the lease role: ownership of a run and its fencing epoch.
+type Leaser interface {
 	// Acquire claims a free lease (never granted, released or expired) and
-	// always bumps the epoch; a live lease is LeaseHeldError, even for its
-	// own holder. TTLs have whole-second granularity; under 1s is refused.
+	// always bumps the epoch; the first lease of a run moves past every
+	// epoch already in its chain. A live lease is LeaseHeldError, even for
+	// its own holder. TTLs have whole-second granularity; under 1s is
+	// refused.
 	Acquire(ctx context.Context, run RunID, owner string, ttl time.Duration) (Lease, error)
 	// Renew extends a live lease held by exactly (owner, epoch), keeping the
 	// epoch; anything else is LeaseNotHeldError. It never claims.
@@ -142,12 +181,19 @@ type Journal interface {
 	// AbandonedRuns lists runs whose lease expired without release, oldest
 	// expiry first: the runs an instance died holding.
 	AbandonedRuns(ctx context.Context, limit int) ([]RunID, error)
+}
 
+// Sealer is the seal role.
+type Sealer interface {
 	// Seal freezes a run whose latest conclusion is a sealing outcome, makes
 	// its head hash the next leaf of the tenant's log in the same
 	// transaction, and returns that hash. First seal wins; a re-seal returns
 	// the same digest and changes nothing.
 	Seal(ctx context.Context, run RunID, epoch Epoch, outcome string) (Digest, error)
+}
+
+// LogReader is the log role: the Merkle log of sealed runs and its proofs.
+type LogReader interface {
 	// Checkpoint returns the log's current origin, size and root.
 	Checkpoint(ctx context.Context) (Checkpoint, error)
 	// ConsistencyProof proves the log at newSize extends the log at oldSize.
@@ -162,18 +208,30 @@ type Journal interface {
 	// LogPositions returns each run's index and leaf, or nil if unsealed, in
 	// the order asked.
 	LogPositions(ctx context.Context, runs []RunID) ([]*Position, error)
+}
 
+// Canceller is the cancellation role: stop requests kept beside the chain.
+type Canceller interface {
 	// RequestCancel records a stop request beside the chain, unfenced;
 	// false if a request was already recorded (the first asker is kept).
 	RequestCancel(ctx context.Context, run RunID, actor Operator, reason string) (bool, error)
 	// Cancellation returns the pending stop request, or nil.
 	Cancellation(ctx context.Context, run RunID) (*Cancellation, error)
+}
 
-	// Tenant names whose rows this handle reaches ("default" unless told).
-	Tenant() string
-	// Atomic returns the store's own transaction for co-located resources,
-	// or nil when the backend cannot offer one.
-	Atomic() AtomicJournal
+// Backend is everything a journal backend keeps: the journal and the
+// operator stores beside it. store/sqlite and store/postgres implement it;
+// a decorator of the journal alone implements Journal.
+type Backend interface {
+	Journal
+	CheckpointStore
+	PublicationStore
+	TokenStore
+	DisclosureRegister
+	LogVerifier
+	// Origin names the log in checkpoints (with "/<tenant>" for a tenant
+	// other than the default).
+	Origin() string
 }
 
 // AtomicJournal lets a co-located SQL resource commit in the journal's own

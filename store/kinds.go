@@ -113,7 +113,23 @@ type Facts struct {
 // what its indexes need. A malformed field is an InvalidArgumentError naming
 // it, so a bad record is refused before it is written.
 func ReadFacts(b Body) (Facts, error) {
+	switch b.Kind {
+	case KindRunAdmitted, KindRunSuspended, KindRunConcluded, KindRunCancelled:
+		v, err := canon.Parse(b.Fields)
+		if err != nil {
+			return Facts{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
+		}
+		return readFacts(b, v)
+	}
+	return readFacts(b, canon.Value{})
+}
+
+// readFacts is ReadFacts over the kind's fields already parsed (v), for a
+// caller that holds them: the append path, which would otherwise parse
+// every record's fields once more.
+func readFacts(b Body, v canon.Value) (Facts, error) {
 	var f Facts
+	var err error
 	switch b.Kind {
 	case KindEffectStarted:
 		if b.EffectKey == nil {
@@ -123,10 +139,6 @@ func ReadFacts(b Body) (Facts, error) {
 	case KindRunAdmitted, KindRunSuspended, KindRunConcluded, KindRunCancelled:
 	default:
 		return f, nil
-	}
-	v, err := canon.Parse(b.Fields)
-	if err != nil {
-		return f, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 	}
 	switch b.Kind {
 	case KindRunAdmitted:
@@ -153,9 +165,9 @@ func ReadFacts(b Body) (Facts, error) {
 			return f, err
 		}
 		if until != "" {
-			t, err := time.Parse(time.RFC3339Nano, until)
+			t, err := ParseTimestamp(until)
 			if err != nil {
-				return f, &InvalidArgumentError{Field: "fields.until", Detail: fmt.Sprintf("%q is not an RFC 3339 time", until)}
+				return f, &InvalidArgumentError{Field: "fields.until", Detail: err.Error()}
 			}
 			s.Until = t.UTC()
 		}

@@ -92,24 +92,31 @@ type Head struct {
 
 // EncodeBody returns the canonical bytes of b.
 func EncodeBody(b Body) ([]byte, error) {
+	raw, _, err := encodeBody(b)
+	return raw, err
+}
+
+// encodeBody returns the canonical bytes of b and the value they encode, so
+// that a caller can read the body back without parsing the bytes again.
+func encodeBody(b Body) ([]byte, canon.Value, error) {
 	fields := canon.Value{Kind: canon.Object}
 	if len(b.Fields) > 0 {
 		v, err := canon.Parse(b.Fields)
 		if err != nil {
-			return nil, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
+			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 		}
 		if v.Kind != canon.Object {
-			return nil, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
+			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
 		}
 		fields = v
 	}
 	if err := validKind(b.Kind); err != nil {
-		return nil, err
+		return nil, canon.Value{}, err
 	}
 	ms := make([]canon.Member, 0, len(fields.Members)+9)
 	for _, m := range fields.Members {
 		if reserved[m.Key] {
-			return nil, &InvalidArgumentError{Field: "fields." + m.Key, Detail: "collides with a routing field of the record body"}
+			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields." + m.Key, Detail: "collides with a routing field of the record body"}
 		}
 		ms = append(ms, m)
 	}
@@ -131,39 +138,52 @@ func EncodeBody(b Body) ([]byte, error) {
 	case Compensating:
 		ms = append(ms, canon.Member{Key: "phase", Value: canon.StringValue(string(b.Phase))})
 	default:
-		return nil, &InvalidArgumentError{Field: "phase", Detail: fmt.Sprintf("%q is not forward or compensating", b.Phase)}
+		return nil, canon.Value{}, &InvalidArgumentError{Field: "phase", Detail: fmt.Sprintf("%q is not forward or compensating", b.Phase)}
 	}
 	if b.EffectKey != nil {
 		ms = append(ms, canon.Member{Key: "effect_key", Value: canon.StringValue(b.EffectKey.String())})
 	}
 	obj, err := canon.NewObject(ms)
 	if err != nil {
-		return nil, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
+		return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 	}
 	raw := obj.Marshal()
 	if len(raw) > MaxRecordBytes {
-		return nil, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
+		return nil, canon.Value{}, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
 	}
-	return raw, nil
+	return raw, obj, nil
 }
 
 // DecodeBody parses a record's raw bytes strictly: they must be canonical,
 // carry every required routing field with the right type, and nothing else
 // outside the kind's fields. It never repairs what it reads.
 func DecodeBody(raw []byte) (Body, error) {
+	b, _, err := decodeBody(raw)
+	return b, err
+}
+
+// decodeBody is DecodeBody that also returns the kind's fields as a value.
+func decodeBody(raw []byte) (Body, canon.Value, error) {
 	if len(raw) > MaxRecordBytes {
-		return Body{}, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
+		return Body{}, canon.Value{}, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
 	}
 	v, err := canon.Parse(raw)
 	if err != nil {
-		return Body{}, fmt.Errorf("record body: %w", err)
+		return Body{}, canon.Value{}, fmt.Errorf("record body: %w", err)
 	}
 	if v.Kind != canon.Object {
-		return Body{}, fmt.Errorf("record body: not a JSON object")
+		return Body{}, canon.Value{}, fmt.Errorf("record body: not a JSON object")
 	}
 	if string(v.Marshal()) != string(raw) {
-		return Body{}, fmt.Errorf("record body: bytes are not canonical JSON")
+		return Body{}, canon.Value{}, fmt.Errorf("record body: bytes are not canonical JSON")
 	}
+	return bodyOf(v)
+}
+
+// bodyOf reads a body from the parsed value of canonical bytes: the routing
+// members, checked as DecodeBody documents, and the kind's fields, returned
+// both as canonical bytes (in Body.Fields) and as a value.
+func bodyOf(v canon.Value) (Body, canon.Value, error) {
 	var b Body
 	var fields []canon.Member
 	seen := map[string]bool{}
@@ -173,72 +193,72 @@ func DecodeBody(raw []byte) (Body, error) {
 		case "seq":
 			n, err := uintField(m, 64)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			b.Seq = Seq(n)
 		case "epoch":
 			n, err := uintField(m, 64)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			b.Epoch = Epoch(n)
 		case "v":
 			n, err := uintField(m, 16)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			b.V = uint16(n)
 		case "step":
 			n, err := uintField(m, 32)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			s := uint32(n)
 			b.Step = &s
 		case "run":
 			s, err := strField(m)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			if b.Run, err = ParseRunID(s); err != nil || s != b.Run.String() || b.Run.IsZero() {
-				return Body{}, fmt.Errorf("record body: run %q is not a bare, non-zero ULID", s)
+				return Body{}, canon.Value{}, fmt.Errorf("record body: run %q is not a bare, non-zero ULID", s)
 			}
 		case "case":
 			s, err := strField(m)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			// The zero id means "no case" and is omitted, so writing it out
 			// would be a second spelling of the same body.
 			if b.Case, err = ParseCaseID(s); err != nil || s != b.Case.String() || b.Case.IsZero() {
-				return Body{}, fmt.Errorf("record body: case %q is not a bare, non-zero ULID", s)
+				return Body{}, canon.Value{}, fmt.Errorf("record body: case %q is not a bare, non-zero ULID", s)
 			}
 		case "phase":
 			s, err := strField(m)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			if Phase(s) != Compensating {
-				return Body{}, fmt.Errorf("record body: phase %q is not \"compensating\" (forward is omitted)", s)
+				return Body{}, canon.Value{}, fmt.Errorf("record body: phase %q is not \"compensating\" (forward is omitted)", s)
 			}
 			b.Phase = Compensating
 		case "effect_key":
 			s, err := strField(m)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			d, err := ParseDigest(s)
 			if err != nil {
-				return Body{}, fmt.Errorf("record body: effect_key: %w", err)
+				return Body{}, canon.Value{}, fmt.Errorf("record body: effect_key: %w", err)
 			}
 			b.EffectKey = &d
 		case "kind":
 			s, err := strField(m)
 			if err != nil {
-				return Body{}, err
+				return Body{}, canon.Value{}, err
 			}
 			if err := validKind(s); err != nil {
-				return Body{}, fmt.Errorf("record body: %w", err)
+				return Body{}, canon.Value{}, fmt.Errorf("record body: %w", err)
 			}
 			b.Kind = s
 		default:
@@ -247,14 +267,15 @@ func DecodeBody(raw []byte) (Body, error) {
 	}
 	for _, k := range []string{"seq", "run", "epoch", "v", "kind"} {
 		if !seen[k] {
-			return Body{}, fmt.Errorf("record body: missing %q", k)
+			return Body{}, canon.Value{}, fmt.Errorf("record body: missing %q", k)
 		}
 	}
 	if b.Seq == 0 {
-		return Body{}, fmt.Errorf("record body: seq 0 (seqs start at 1)")
+		return Body{}, canon.Value{}, fmt.Errorf("record body: seq 0 (seqs start at 1)")
 	}
-	b.Fields = canon.Value{Kind: canon.Object, Members: fields}.Marshal()
-	return b, nil
+	fv := canon.Value{Kind: canon.Object, Members: fields}
+	b.Fields = fv.Marshal()
+	return b, fv, nil
 }
 
 func uintField(m canon.Member, bits int) (uint64, error) {

@@ -189,12 +189,12 @@ func TestImportedLogIsWitnessed(t *testing.T) {
 	if _, err := e.store.ImportLogs(context.Background(), list, false); err != nil {
 		t.Fatal(err)
 	}
-	l.tree.grow(2)
-	e.mustCosign(l, 0, 2)
-	for range DefaultBurst(86400) - 1 {
-		e.mustCosign(l, 2, 2)
+	burst := uint64(DefaultBurst(86400))
+	l.tree.grow(int(burst) + 2)
+	for size := range burst {
+		e.mustCosign(l, size, size+1)
 	}
-	if code, _, body := e.post(request(2, nil, l.note(t, 2, nil))); code != 429 || !strings.Contains(body, "rate limited") {
+	if code, _, body := e.post(request(burst, l.tree.proof(burst, burst+1), l.note(t, burst+1, nil))); code != 429 || !strings.Contains(body, "rate limited") {
 		t.Fatalf("over the burst: %d %q", code, body)
 	}
 }

@@ -408,9 +408,69 @@ func TestStatus429(t *testing.T) {
 	}
 	e.clock.Advance(2 * time.Second)
 	e.post(request(3, nil, l.note(t, 3, nil))) // reads the new limits; the new rate counts from now
-	for range 10 {
+	l.tree.grow(10)
+	for size := uint64(3); size < 13; size++ {
 		e.clock.Advance(time.Millisecond) // 24 requests' worth at the new rate, 0 at the old
-		e.mustCosign(l, 3, 3)
+		e.mustCosign(l, size, size+1)
+	}
+}
+
+// TestReplayedPublicCheckpointsDoNotStarveLog replays, as anyone can, every
+// checkpoint the log published (older ones with any old size, the held one,
+// a newer one with a bad proof), far more often than the log's quota, and
+// checks that the log's own next checkpoint is still cosigned: the quota is
+// charged only for requests that advance the log.
+func TestReplayedPublicCheckpointsDoNotStarveLog(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := newTestLog(t, "log.example/a")
+	// One a minute, a burst of 2.
+	if err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 1440, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	l.tree.grow(5)
+	e.mustCosign(l, 0, 1)
+	e.mustCosign(l, 1, 2) // the burst is used up
+	e.clock.Advance(time.Minute)
+	held := l.note(t, 2, nil)
+	var heldLines string
+	for i := range 20 {
+		for _, r := range []struct {
+			body []byte
+			want int
+		}{
+			{request(0, nil, l.note(t, 1, nil)), 409},
+			{request(1, nil, l.note(t, 1, nil)), 409},
+			{request(2, nil, l.note(t, 1, nil)), 400},
+			{request(0, nil, held), 409},
+			{request(1, l.tree.proof(1, 2), held), 409},
+			{request(2, [][32]byte{{1}}, l.note(t, 4, nil)), 422}, // newer, bad proof
+		} {
+			if code, _, body := e.post(r.body); code != r.want {
+				t.Fatalf("replay %d: %d %q, want %d", i, code, body, r.want)
+			}
+		}
+		// The held checkpoint itself is cosigned again, for free.
+		code, _, lines := e.post(request(2, nil, held))
+		if code != 200 {
+			t.Fatalf("resubmitting the held checkpoint: %d %q", code, lines)
+		}
+		if i > 0 && lines != heldLines {
+			t.Fatalf("resubmission in the same second gave other lines: %q then %q", heldLines, lines)
+		}
+		heldLines = lines
+	}
+	e.mustCosign(l, 2, 3) // the log's one token for this minute
+	if code, _, body := e.post(request(3, l.tree.proof(3, 4), l.note(t, 4, nil))); code != 429 {
+		t.Fatalf("a second advance within the minute: %d %q, want 429", code, body)
+	}
+	evs, err := e.store.Evidence(ctx, l.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first sighting, then repeats within the log's rate: the burst.
+	if len(evs) != 1 || evs[0].Kind != EvidenceBadProof || evs[0].Count != 3 {
+		t.Fatalf("evidence after 20 replays of one bad proof at a burst of 2: %d rows; want one bad_proof counted 3 times", len(evs))
 	}
 }
 

@@ -1,6 +1,7 @@
 package witness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,8 +75,30 @@ type logEntry struct {
 	size    uint64
 	root    [32]byte
 
+	// Under lock, valid only while stateOK: the body this process last
+	// cosigned for the log, the answer it gave and the Unix second it
+	// signed at. A resubmission of that body within the same second gets
+	// the same answer without a write: Ed25519 is deterministic and
+	// cosignature/v1 timestamps are whole seconds, so signing again would
+	// give these very bytes.
+	lastBody  []byte
+	lastLines []byte
+	lastAt    int64
+
 	cfg     atomic.Pointer[logCfg]
 	limiter *rate.Limiter
+	// evidence paces rewrites of the evidence row last recorded for the
+	// log (see keepEvidence); it refills at the log's own rate.
+	evidence     *rate.Limiter
+	lastEvidence evidenceKey
+}
+
+// evidenceKey identifies a row of evidence: identical submissions share it.
+type evidenceKey struct {
+	kind      string
+	size      uint64
+	root      [32]byte
+	knownSize uint64
 }
 
 // logCfg is a log's configuration as read from the store.
@@ -149,13 +172,16 @@ func (w *Witness) Verifiers() []*checkpoint.CosignatureVerifier {
 //   - ErrUnknownLog: the origin is not a witnessed log;
 //   - ErrNotTrusted: no valid signature from the log's keys, or an invalid
 //     one from such a key;
-//   - *RateLimitError: the log is over its quota (checked only once the log
-//     signature verified, so nobody else can use up a log's quota);
 //   - *ConflictError: req.Old is not the size last cosigned (0 if none);
 //   - ErrInconsistent: a size-0 checkpoint without the empty root, a
 //     proof with old size 0 or between equal sizes, a proof that does not
 //     verify, or ErrSplitView: another root for the size held. Refused
 //     checkpoints that a log key signed are kept as evidence.
+//   - *RateLimitError: the log is over its quota. Only a request that
+//     passed every other check and advances the log takes from the quota:
+//     a replay of the log's public checkpoints is refused or answered
+//     before it is counted, so nobody but the log can use up its quota
+//     (spec/witness.md section 5).
 //   - ErrUnavailable: the store failed or is closed; nothing was released.
 func (w *Witness) AddCheckpoint(ctx context.Context, req *AddCheckpointRequest) ([]byte, error) {
 	lines, _, err := w.addCheckpoint(ctx, req)
@@ -204,9 +230,6 @@ func (w *Witness) addCheckpoint(ctx context.Context, req *AddCheckpointRequest) 
 	}
 	if cp.Size > math.MaxInt64 {
 		return nil, origin, &RequestSyntaxError{Reason: fmt.Sprintf("checkpoint size %d is above 2^63-1", cp.Size)}
-	}
-	if d := e.reserve(w.now()); d > 0 {
-		return nil, origin, &RateLimitError{Origin: origin, RetryAfter: d}
 	}
 	if req.Old > cp.Size {
 		return nil, origin, fmt.Errorf("%w: old %d, checkpoint size %d", ErrOldTooLarge, req.Old, cp.Size)
@@ -272,6 +295,19 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 	}
 
 	now := w.now()
+	body := signed.Text()
+	if cp.Size > e.size {
+		// Only an advance is charged: it is the one request that only a
+		// log can make more of (each needs a new checkpoint it signed).
+		if d := e.reserve(now); d > 0 {
+			return nil, &RateLimitError{Origin: origin, RetryAfter: d}
+		}
+	} else if e.lastLines != nil && e.lastAt == now.Unix() && bytes.Equal(e.lastBody, body) {
+		// A resubmission of the held checkpoint is free, since anyone
+		// can replay it; it is written at most once a second.
+		w.metrics.observeCosigned(origin, cp.Size, now)
+		return bytes.Clone(e.lastLines), nil
+	}
 	signers := make([]note.Signer, len(w.cosigners))
 	for i, c := range w.cosigners {
 		signers[i] = c.At(now)
@@ -294,7 +330,7 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 	}
 	if err := w.store.commitCheckpoint(ctx, u); err != nil {
 		// Whatever happened, the stored state is what counts now.
-		e.stateOK = false
+		e.stateOK, e.lastLines = false, nil
 		switch {
 		case errors.Is(err, errStateChanged):
 			return nil, err
@@ -311,6 +347,7 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 		return nil, err
 	}
 	e.size, e.root = cp.Size, cp.Root
+	e.lastBody, e.lastLines, e.lastAt = body, bytes.Clone(lines), now.Unix()
 	w.metrics.observeCosigned(origin, cp.Size, now)
 	return lines, nil
 }
@@ -327,6 +364,17 @@ func (w *Witness) keepEvidence(ctx context.Context, e *logEntry, signed *checkpo
 	if kind == EvidenceBadProof {
 		ev.Proof = req.Proof
 	}
+	// Anyone can replay a refused checkpoint the log signed, so a repeat
+	// of the evidence last recorded is written only within the log's own
+	// rate (refused all the same when it is not): replays cannot turn
+	// into unbounded writes, nor into charges on the log's quota. New
+	// evidence is always written; only the log can sign more of it.
+	key := evidenceKey{kind, cp.Size, cp.Root, e.size}
+	if key == e.lastEvidence && reserve(e.evidence, w.now()) > 0 {
+		w.log.Debug("witness: repeated evidence over the log's rate; not counted again", "kind", kind, "origin", cp.Origin, "size", cp.Size)
+		return
+	}
+	e.lastEvidence = key
 	level := slog.LevelWarn
 	if kind == EvidenceSplitView {
 		// Two validly signed roots for one size: the log forked.
@@ -378,14 +426,20 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 	if e == nil {
 		w.mu.Lock()
 		if e = w.logs[origin]; e == nil {
-			e = &logEntry{lock: make(chan struct{}, 1), limiter: rate.NewLimiter(perDay(row.qpd), int(row.burst))}
+			e = &logEntry{
+				lock:     make(chan struct{}, 1),
+				limiter:  rate.NewLimiter(perDay(row.qpd), int(row.burst)),
+				evidence: rate.NewLimiter(perDay(row.qpd), int(row.burst)),
+			}
 			w.logs[origin] = e
 		}
 		w.mu.Unlock()
 	}
 	if old := e.cfg.Swap(cfg); old != nil && (old.qpd != cfg.qpd || old.burst != cfg.burst) {
-		e.limiter.SetLimitAt(now, perDay(cfg.qpd))
-		e.limiter.SetBurstAt(now, int(cfg.burst))
+		for _, l := range []*rate.Limiter{e.limiter, e.evidence} {
+			l.SetLimitAt(now, perDay(cfg.qpd))
+			l.SetBurstAt(now, int(cfg.burst))
+		}
 	}
 	return e, cfg, true, nil
 }
@@ -405,7 +459,11 @@ func perDay(qpd int64) rate.Limit { return rate.Limit(float64(qpd) / 86400) }
 // leaves the quota untouched and returns how long until a request would be
 // allowed.
 func (e *logEntry) reserve(now time.Time) time.Duration {
-	r := e.limiter.ReserveN(now, 1)
+	return reserve(e.limiter, now)
+}
+
+func reserve(l *rate.Limiter, now time.Time) time.Duration {
+	r := l.ReserveN(now, 1)
 	if !r.OK() {
 		return time.Hour // burst below 1; the store's checks make this unreachable
 	}

@@ -178,7 +178,7 @@ func (a *app) bench(ctx context.Context, size int64, parent string, keep bool, r
 		a.log.Info("verifying", "file", pkg, "run", i+1)
 		out.Reset()
 		ver := exec.CommandContext(ctx, exe, "verify", pkg, "--json", "--no-progress",
-			"--log-key", "@"+filepath.Join(dir, "log.vkey"),
+			"--log-key", "@"+filepath.Join(dir, "log.vkey"), "--disclosure-key", "@"+filepath.Join(dir, "disclosure.vkey"),
 			"--witness", "@"+filepath.Join(dir, "w1.vkey"), "--witness", "@"+filepath.Join(dir, "w2.vkey"), "--quorum", "2")
 		ver.Stdout, ver.Stderr = &out, a.stderr
 		start := time.Now()
@@ -268,7 +268,7 @@ func (a *app) benchGenerateCmd() *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&size, "size", 0, "approximate package size in bytes")
 	cmd.Flags().StringVar(&out, "out", "", "the package file to write")
-	cmd.Flags().StringVar(&keysDir, "keys", "", "directory to write log.vkey, w1.vkey and w2.vkey into")
+	cmd.Flags().StringVar(&keysDir, "keys", "", "directory to write log.vkey, w1.vkey, w2.vkey and disclosure.vkey into")
 	return cmd
 }
 
@@ -332,7 +332,19 @@ func generate(ctx context.Context, size int64, out, keysDir string) (*genReport,
 	if err != nil {
 		return nil, err
 	}
-	sum, err := disclosure.WritePackage(ctx, j, f, disclosure.Selection{Cases: []store.CaseID{j.Case}}, signed)
+	dsk, dvk, err := checkpoint.GenerateLogKey(rand.Reader, benchOrigin+disclosure.DisclosureKeySuffix)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := checkpoint.NewSigner(dsk)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(keysDir, "disclosure.vkey"), []byte(dvk+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	sum, err := disclosure.WritePackage(ctx, j, f, disclosure.Selection{Cases: []store.CaseID{j.Case}}, signed,
+		disclosure.Signing{Recipient: "bench@example.com", Key: ds})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,27 +52,45 @@ func TestVerifyExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logKey, _ := os.ReadFile(filepath.Join(e.dir, "log.vkey"))
+	w1, _ := os.ReadFile(filepath.Join(e.dir, "w1.vkey"))
+	w2, _ := os.ReadFile(filepath.Join(e.dir, "w2.vkey"))
+	// What an operator hands over: a policy whose log line is the log key.
+	policyFull := e.write("full.policy", fmt.Sprintf("log %s\nwitness w1 %s\nwitness w2 %s\ngroup both 2 w1 w2\nquorum both\n", logKey, w1, w2))
+	disc := "@" + filepath.Join(e.dir, "disclosure.vkey")
+	logAt := "@" + filepath.Join(e.dir, "log.vkey")
+	// Another key under the log's name and key ID cannot be the same key.
+	clash := strings.Replace(string(logKey), string(logKey)[len(string(logKey))-8:], "AAAAAAAA", 1)
 	for name, tc := range map[string]struct {
 		args []string
 		code int
 	}{
-		"sound":                    {e.args("verify", good), exitSound},
-		"sound, json":              {e.args("verify", good, "--json"), exitSound},
-		"quorum 1 of 2":            {e.args("verify", good, "--quorum", "1"), exitSound},
-		"quorum none, on purpose":  {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", policyNone}, exitSound},
-		"tampered":                 {e.args("verify", tampered), exitNotSound},
-		"cut":                      {e.args("verify", cut), exitUnverifiable},
-		"newer version":            {e.args("verify", newer), exitUnverifiable},
-		"no witness policy":        {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey")}, exitUnverifiable},
-		"another log key":          {[]string{"verify", good, "--log-key", otherKey, "--policy", policyNone}, exitUnverifiable},
-		"malformed log key":        {[]string{"verify", good, "--log-key", "example.com/log+00000000+AS2t66Y8jqA6iglM+/cf9SK9to/kWF5ZOKQuzBizIkt0", "--policy", policyNone}, exitUsage},
-		"missing file":             {e.args("verify", filepath.Join(e.dir, "nope")), exitUnverifiable},
-		"no package":               {e.args("verify"), exitUsage},
-		"no log key":               {[]string{"verify", good, "--policy", policyNone}, exitUsage},
-		"quorum without witnesses": {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--quorum", "1"}, exitUsage},
-		"policy and witnesses":     {e.args("verify", good, "--policy", policyNone), exitUsage},
-		"quorum too high":          {e.args("verify", good, "--quorum", "3"), exitUsage},
-		"witness key as log key":   {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "w1.vkey"), "--policy", policyNone}, exitUsage},
+		"sound":                   {e.args("verify", good), exitSound},
+		"sound, json":             {e.args("verify", good, "--json"), exitSound},
+		"quorum 1 of 2":           {e.args("verify", good, "--quorum", "1"), exitSound},
+		"quorum none, on purpose": {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", policyNone, "--disclosure-key", disc}, exitSound},
+		// Issue 11 item 6 / issue 18 item 7: keys given twice are one key.
+		"log key in flag and policy":      {[]string{"verify", good, "--log-key", logAt, "--policy", policyFull, "--disclosure-key", disc}, exitSound},
+		"log key only in policy":          {[]string{"verify", good, "--policy", policyFull, "--disclosure-key", disc}, exitSound},
+		"a different key, same name+hash": {[]string{"verify", good, "--log-key", clash, "--policy", policyFull, "--disclosure-key", disc}, exitUsage},
+		// Issue 11 item 2: the statement needs the disclosure key, which is
+		// never the log key.
+		"no disclosure key":         {[]string{"verify", good, "--policy", policyFull}, exitUnverifiable},
+		"log key as disclosure key": {[]string{"verify", good, "--policy", policyFull, "--disclosure-key", logAt}, exitUsage},
+		"witness as disclosure key": {[]string{"verify", good, "--policy", policyFull, "--disclosure-key", "@" + filepath.Join(e.dir, "w1.vkey")}, exitUsage},
+		"tampered":                  {e.args("verify", tampered), exitNotSound},
+		"cut":                       {e.args("verify", cut), exitUnverifiable},
+		"newer version":             {e.args("verify", newer), exitUnverifiable},
+		"no witness policy":         {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey")}, exitUnverifiable},
+		"another log key":           {[]string{"verify", good, "--log-key", otherKey, "--policy", policyNone}, exitUnverifiable},
+		"malformed log key":         {[]string{"verify", good, "--log-key", "example.com/log+00000000+AS2t66Y8jqA6iglM+/cf9SK9to/kWF5ZOKQuzBizIkt0", "--policy", policyNone}, exitUsage},
+		"missing file":              {e.args("verify", filepath.Join(e.dir, "nope")), exitUnverifiable},
+		"no package":                {e.args("verify"), exitUsage},
+		"no log key":                {[]string{"verify", good, "--policy", policyNone}, exitUsage},
+		"quorum without witnesses":  {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--quorum", "1"}, exitUsage},
+		"policy and witnesses":      {e.args("verify", good, "--policy", policyNone), exitUsage},
+		"quorum too high":           {e.args("verify", good, "--quorum", "3"), exitUsage},
+		"witness key as log key":    {[]string{"verify", good, "--log-key", "@" + filepath.Join(e.dir, "w1.vkey"), "--policy", policyNone}, exitUsage},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := cli(t, tc.args...)
@@ -146,7 +165,10 @@ func TestConsistencyCommand(t *testing.T) {
 		args []string
 		code int
 	}{
-		"consistent":           {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
+		"consistent": {e.args("consistency", "--old", old, "--new", newer, proof), exitSound},
+		// Issue 11 item 6: the log key given with --log-key and in the
+		// policy's log line is one key.
+		"key twice":            {[]string{"consistency", "--old", old, "--new", newer, proof, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", e.fullPolicy()}, exitSound},
 		"consistent, json":     {e.args("consistency", "--old", old, "--new", newer, jsProof), exitSound},
 		"json for other sizes": {e.args("consistency", "--old", old, "--new", newer, jsOther), exitUnverifiable},
 		"same checkpoint":      {e.args("consistency", "--old", newer, "--new", newer, empty), exitSound},
@@ -206,6 +228,7 @@ func TestInclusionCommand(t *testing.T) {
 		code int
 	}{
 		"included":                        {e.args("inclusion", good, "--leaf", leaf), exitSound},
+		"key twice":                       {[]string{"inclusion", good, "--leaf", leaf, "--log-key", "@" + filepath.Join(e.dir, "log.vkey"), "--policy", e.fullPolicy()}, exitSound},
 		"served json with its checkpoint": {e.args("inclusion", servedPath, "--checkpoint", notePath, "--leaf", b64(inc.Leaf)), exitSound},
 		"printed json":                    {e.args("inclusion", printedPath, "--leaf", leaf), exitSound},
 		"served json, no checkpoint":      {e.args("inclusion", servedPath, "--leaf", leaf), exitUsage},

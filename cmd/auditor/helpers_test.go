@@ -53,7 +53,8 @@ type env struct {
 	logV      note.Verifier
 	cosigners []*checkpoint.Cosigner
 	policy    *checkpoint.Policy
-	trust     []string // CLI flags for the keys
+	disc      note.Signer // the journal's disclosure key
+	trust     []string    // CLI flags for the keys
 	n         int
 }
 
@@ -88,6 +89,12 @@ func newEnv(t *testing.T) *env {
 		e.trust = append(e.trust, "--witness", "@"+filepath.Join(e.dir, name))
 	}
 	e.policy, _ = checkpoint.NewThresholdPolicy(2, ws...)
+	dsk, dvk, err := checkpoint.GenerateLogKey(rand.Reader, origin+disclosure.DisclosureKeySuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.disc, _ = checkpoint.NewSigner(dsk)
+	e.write("disclosure.vkey", dvk)
 	return e
 }
 
@@ -99,7 +106,28 @@ func (e *env) write(name, content string) string {
 	return p
 }
 
-func (e *env) args(extra ...string) []string { return append(extra, e.trust...) }
+// fullPolicy writes the policy an operator hands over: its log line is the
+// log key, then both witnesses, both needed.
+func (e *env) fullPolicy() string {
+	var ks []string
+	for _, n := range []string{"log.vkey", "w1.vkey", "w2.vkey"} {
+		b, err := os.ReadFile(filepath.Join(e.dir, n))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ks = append(ks, strings.TrimSpace(string(b)))
+	}
+	return e.write("full.policy", fmt.Sprintf("log %s\nwitness w1 %s\nwitness w2 %s\ngroup both 2 w1 w2\nquorum both\n", ks[0], ks[1], ks[2]))
+}
+
+// args appends the trust flags; verify also gets the disclosure key.
+func (e *env) args(extra ...string) []string {
+	out := append(extra, e.trust...)
+	if len(extra) > 0 && extra[0] == "verify" {
+		out = append(out, "--disclosure-key", "@"+filepath.Join(e.dir, "disclosure.vkey"))
+	}
+	return out
+}
 
 // addRun appends a run of a few records and seals it unless open.
 func (e *env) addRun(open bool) store.RunID {
@@ -162,7 +190,8 @@ func (e *env) signed() *checkpoint.Signed {
 func (e *env) pkg(name string, runs ...store.RunID) string {
 	e.t.Helper()
 	var buf bytes.Buffer
-	if _, err := disclosure.WritePackage(context.Background(), e.j, &buf, disclosure.Selection{Runs: runs}, e.signed()); err != nil {
+	if _, err := disclosure.WritePackage(context.Background(), e.j, &buf, disclosure.Selection{Runs: runs}, e.signed(),
+		disclosure.Signing{Recipient: "auditor@example.com", Key: e.disc}); err != nil {
 		e.t.Fatal(err)
 	}
 	return e.write(name, buf.String())
@@ -204,6 +233,22 @@ func (f *fakeServe) handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(n)
+	})
+	mux.HandleFunc("GET /v1/checkpoint/{size}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		size, err := strconv.ParseUint(r.PathValue("size"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad size", http.StatusBadRequest)
+			return
+		}
+		cp, err := f.j.(store.CheckpointStore).CheckpointAt(r.Context(), size)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(f.e.signNote(cp, 0))
 	})
 	mux.HandleFunc("GET /v1/proof/consistency", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()

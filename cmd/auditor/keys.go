@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -14,17 +15,24 @@ import (
 
 // trustFlags are the keys and the witness policy a command trusts.
 type trustFlags struct {
-	logKeys   []string
-	witnesses []string
-	quorum    int
-	policy    string
+	logKeys        []string
+	witnesses      []string
+	quorum         int
+	policy         string
+	disclosureKeys []string // verify only
 }
 
 func (t *trustFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&t.logKeys, "log-key", nil, "the log's note verifier key, or @FILE holding it (repeatable, for a rotated key)")
+	fs.StringArrayVar(&t.logKeys, "log-key", nil, "the log's note verifier key, or @FILE holding it (repeatable, for a rotated key; a key the --policy's log line also names is one key)")
 	fs.StringArrayVar(&t.witnesses, "witness", nil, "a witness's cosignature/v1 verifier key, or @FILE (repeatable)")
 	fs.IntVar(&t.quorum, "quorum", 0, "how many of the --witness keys must have cosigned (default: all of them)")
 	fs.StringVar(&t.policy, "policy", "", "a C2SP tlog-policy file (log, witness, group and quorum lines) instead of --witness and --quorum")
+}
+
+// registerDisclosure adds --disclosure-key, for the commands that check a
+// package's signed statement.
+func (t *trustFlags) registerDisclosure(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&t.disclosureKeys, "disclosure-key", nil, "the journal's disclosure verifier key (journal key --disclosure), or @FILE (repeatable); never a log key")
 }
 
 // trust is what the flags resolve to.
@@ -49,9 +57,12 @@ func keyArg(flag, v string) (string, error) {
 }
 
 // load resolves the flags. Anything malformed is a usage error: the
-// auditor never starts checking with keys it could not read.
+// auditor never starts checking with keys it could not read. A log key
+// given with --log-key and in the policy's log line is one key
+// (disclosure.MergeLogKeys, the one place keys are merged).
 func (t *trustFlags) load() (*trust, error) {
 	tr := &trust{}
+	var vkeys []string
 	for _, k := range t.logKeys {
 		vk, err := keyArg("log-key", k)
 		if err != nil {
@@ -64,8 +75,7 @@ func (t *trustFlags) load() (*trust, error) {
 		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
 			return nil, usageErrorf("--log-key %q is a witness (cosignature) key; give it with --witness", k)
 		}
-		tr.opts.Logs = append(tr.opts.Logs, v)
-		tr.logKeys = append(tr.logKeys, vk)
+		vkeys = append(vkeys, vk)
 	}
 	switch {
 	case t.policy != "" && (len(t.witnesses) > 0 || t.quorum != 0):
@@ -109,8 +119,36 @@ func (t *trustFlags) load() (*trust, error) {
 		}
 		tr.opts.Policy, tr.policyText = p, string(txt)
 	}
+	logs, err := disclosure.MergeLogKeys(vkeys, tr.opts.Policy)
+	if err != nil {
+		return nil, usageErrorf("--log-key and --policy: %v", err)
+	}
+	tr.opts.Logs, tr.logKeys = logs, vkeys
 	if len(tr.opts.Logs) == 0 && (tr.opts.Policy == nil || len(tr.opts.Policy.Logs()) == 0) {
 		return nil, usageErrorf("give the log's key with --log-key (or a log line in --policy)")
+	}
+	allLogs := slices.Clone(vkeys)
+	if tr.opts.Policy != nil {
+		allLogs = append(allLogs, tr.opts.Policy.LogKeys()...)
+	}
+	for _, k := range t.disclosureKeys {
+		vk, err := keyArg("disclosure-key", k)
+		if err != nil {
+			return nil, err
+		}
+		v, err := checkpoint.NewVerifier(vk)
+		if err != nil {
+			return nil, usageErrorf("--disclosure-key %q: %v", k, err)
+		}
+		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
+			return nil, usageErrorf("--disclosure-key %q is a witness (cosignature) key", k)
+		}
+		for _, l := range allLogs {
+			if disclosure.SameKeyMaterial(vk, l) {
+				return nil, usageErrorf("--disclosure-key %q is the log's key: a package's statement is signed with a disclosure key of its own (journal key --disclosure)", k)
+			}
+		}
+		tr.opts.Disclosure = append(tr.opts.Disclosure, v)
 	}
 	return tr, nil
 }

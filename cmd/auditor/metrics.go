@@ -44,7 +44,7 @@ func (m *metrics) handler() http.Handler {
 		defer m.mu.Unlock()
 		fmt.Fprintln(w, "# HELP runseal_monitor_checks_total Checks of the log, by result.")
 		fmt.Fprintln(w, "# TYPE runseal_monitor_checks_total counter")
-		results := []string{"started", "advanced", "unchanged", "invalid", "origin_changed", "rollback", "fork", "unverifiable"}
+		results := []string{"started", "advanced", "unchanged", "invalid", "origin_changed", "rollback", "fork", "bad_proof", "unverifiable"}
 		for r := range m.checks {
 			if !slices.Contains(results, r) {
 				results = append(results, r)

@@ -5,19 +5,17 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/log"
@@ -37,10 +35,23 @@ log only ever grows. URL is the server's base URL; a query in it (such as
   3. saves the new checkpoint atomically (write, fsync, rename, fsync).
 
 The first check trusts the checkpoint it finds (there is nothing to compare
-it with) and says so. On a fork (the same size with another root, or a
-consistency proof that fails) it writes self-contained evidence to
-DIR/fork-<time>.json: both signed checkpoints, the proof, and the keys and
+it with) and says so. A fork is the log equivocating: signing two
+checkpoints that cannot both be true (the same size with another root). When
+a consistency proof fails, the monitor fetches the checkpoint the log signed
+at the saved size (GET URL/v1/checkpoint/N): another root there is a fork;
+the same root means the server sent a bad proof, which is no verdict (exit 3)
+and is checked again. On a fork it writes self-contained evidence to
+DIR/fork-<time>.json (mode 0600): both signed checkpoints, and the keys and
 policy used, so anyone can check it without the log; then it exits 4.
+
+Redirects are followed only to the same host and scheme (never https to
+http), and credentials in URL are redacted from logs and evidence.
+
+With --tiles URL|DIR it follows the log's C2SP tlog-tiles layout instead
+(spec/tiles.md): the checkpoint from checkpoint-witnessed (else checkpoint),
+and the consistency proof built from tiles, each authenticated against the
+new checkpoint's root; a tile that is malformed or does not lead to that
+root is named and gives no verdict (3), never a fork.
 
 With --once it checks once and exits (for cron). Otherwise it checks every
 --interval, logs each result, serves Prometheus metrics on --metrics-addr,
@@ -49,8 +60,8 @@ SIGTERM, and exits 4 on a fork.
 
 Exit codes (--once): 0 the log is consistent with the state (or the state
 was started); 1 the log served a checkpoint that does not verify, changed
-origin, or rolled back; 3 no verdict (network error, quorum not met, state
-unreadable); 4 fork, evidence written; 2 usage error.`
+origin, or rolled back; 3 no verdict (network error, quorum not met, a bad
+proof, state unreadable); 4 fork, evidence written; 2 usage error.`
 
 const monitorExample = `  auditor monitor https://log.example/acme --state /var/lib/runseal-monitor/acme \
       --log-key @log.vkey --witness @w1.vkey --witness @w2.vkey --quorum 2 --once
@@ -65,22 +76,35 @@ const (
 
 func (a *app) monitorCmd() *cobra.Command {
 	var tf trustFlags
-	var stateDir, metricsAddr string
+	var stateDir, metricsAddr, tilesLoc string
 	var once, asJSON bool
 	var interval, timeout time.Duration
 	cmd := &cobra.Command{
-		Use:     "monitor URL --state DIR",
+		Use:     "monitor (URL | --tiles URL|DIR) --state DIR",
 		Short:   "Follow a running log: verify every checkpoint's consistency, detect forks",
 		Long:    monitorLong,
 		Example: monitorExample,
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MaximumNArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			if stateDir == "" {
 				return usageErrorf("--state DIR is required")
 			}
-			base, err := url.Parse(args[0])
-			if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-				return usageErrorf("URL %q is not an http or https URL", args[0])
+			var c logSource
+			switch {
+			case tilesLoc != "" && len(args) == 0:
+				ts, err := newTilesSource(tilesLoc, timeout)
+				if err != nil {
+					return err
+				}
+				c = ts
+			case tilesLoc == "" && len(args) == 1:
+				ac, err := api.NewClient(args[0], api.ClientOptions{HTTPClient: &http.Client{Timeout: timeout}, UserAgent: "runseal-auditor"})
+				if err != nil {
+					return usageErrorf("URL: %v", err)
+				}
+				c = ac
+			default:
+				return usageErrorf("give either the journal's URL or --tiles URL|DIR")
 			}
 			if interval < time.Second {
 				return usageErrorf("--interval %s: at least 1s", interval)
@@ -97,7 +121,7 @@ func (a *app) monitorCmd() *cobra.Command {
 				return unverifiablef("state dir %s: %v", stateDir, err)
 			}
 			defer unlock()
-			m := &monitor{base: base, client: &http.Client{Timeout: timeout}, tr: tr, dir: stateDir, log: a.log, now: time.Now, metrics: newMetrics()}
+			m := &monitor{c: c, tr: tr, dir: stateDir, log: a.log, now: time.Now, metrics: newMetrics()}
 			ctx := cmd.Context()
 			if once {
 				res := m.check(ctx)
@@ -118,6 +142,7 @@ func (a *app) monitorCmd() *cobra.Command {
 		}),
 	}
 	tf.register(cmd.Flags())
+	cmd.Flags().StringVar(&tilesLoc, "tiles", "", "follow the log's C2SP tlog-tiles layout (a URL prefix or a directory) instead of its API, building proofs from tiles (spec/tiles.md)")
 	cmd.Flags().StringVar(&stateDir, "state", "", "directory for the last verified checkpoint, the lock and fork evidence (created 0700 if missing)")
 	cmd.Flags().BoolVar(&once, "once", false, "check once and exit with the result's code (for cron)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --once, print the result as JSON")
@@ -129,8 +154,7 @@ func (a *app) monitorCmd() *cobra.Command {
 
 // monitor follows one log.
 type monitor struct {
-	base    *url.URL
-	client  *http.Client
+	c       logSource
 	tr      *trust
 	dir     string
 	log     *slog.Logger
@@ -140,7 +164,7 @@ type monitor struct {
 
 // checkResult is the outcome of one check.
 type checkResult struct {
-	Result   string `json:"result"` // started, advanced, unchanged, invalid, origin_changed, rollback, fork, unverifiable
+	Result   string `json:"result"` // started, advanced, unchanged, invalid, origin_changed, rollback, fork, bad_proof, unverifiable
 	Code     int    `json:"exit_code"`
 	Message  string `json:"message"`
 	Size     uint64 `json:"size,omitempty"` // the verified size after the check
@@ -176,7 +200,7 @@ func (m *monitor) loop(ctx context.Context, interval time.Duration, metricsAddr 
 // report logs a result and counts it.
 func (m *monitor) report(res checkResult) {
 	m.metrics.observe(res, m.now())
-	attrs := []any{"result", res.Result, "size", res.Size, "url", m.base.String()}
+	attrs := []any{"result", res.Result, "size", res.Size, "url", m.c.Base()}
 	if res.Evidence != "" {
 		attrs = append(attrs, "evidence", res.Evidence)
 	}
@@ -205,7 +229,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 	if old != nil {
 		oldSize = old.check.Checkpoint.Size
 	}
-	note, err := m.get(ctx, "v1/checkpoint/witnessed", nil, 1<<20)
+	note, err := m.c.Witnessed(ctx)
 	if err != nil {
 		return result("unverifiable", exitUnverifiable, oldSize, "fetching the checkpoint: %v", err)
 	}
@@ -238,7 +262,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 			return result("unverifiable", exitUnverifiable, prev.Size, "fetching the consistency proof %d..%d: %v", prev.Size, cur.Size, err)
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
-			return m.fork(old.note, note, proof, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
+			return m.badProof(ctx, old, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
 		}
 		if err := m.saveState(nc.Signed.Note()); err != nil {
 			return result("unverifiable", exitUnverifiable, prev.Size, "saving the state: %v", err)
@@ -251,7 +275,9 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		proof, err := m.consistency(ctx, cur.Size, prev.Size)
 		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
-				return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr))
+				if res := m.badProof(ctx, old, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr)); res.Code == exitFork {
+					return res
+				}
 			}
 		}
 		return result("rollback", exitNotSound, prev.Size, "rollback refused: the log served size %d, the last verified size is %d", cur.Size, prev.Size)
@@ -269,54 +295,43 @@ func joinReasons(rs []string) string {
 	return s
 }
 
-// get fetches URL/path, with the base URL's query and q, and returns a body
-// of at most limit bytes.
-func (m *monitor) get(ctx context.Context, path string, q url.Values, limit int64) ([]byte, error) {
-	u := m.base.JoinPath(path)
-	all := m.base.Query()
-	for k, v := range q {
-		all[k] = v
-	}
-	u.RawQuery = all.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+// badProof decides what a consistency proof that fails means. A proof is
+// the server's word, not the log's signature: a server that is merely wrong
+// (a bug, a stale cache, a proxy) sends one too, and stopping the monitor
+// as a fork for it would cry wolf. The log equivocated only if it signed
+// two checkpoints that cannot both be true; the monitor asks the server for
+// the checkpoint it signed at the saved size, and a log-signed note there
+// with another root is that proof: a fork, with evidence that needs no
+// trust in the server (exit 4). The same root means the proof was bad and
+// the log may be fine: no verdict, checked again next time (exit 3).
+func (m *monitor) badProof(ctx context.Context, old *state, reason string) checkResult {
+	prev := old.check.Checkpoint
+	at, err := m.c.CheckpointAt(ctx, prev.Size)
 	if err != nil {
-		return nil, err
+		return result("bad_proof", exitUnverifiable, prev.Size, "%s; the log's checkpoint at the saved size %d could not be fetched to tell a fork from a bad proof (%v): no verdict, retrying", reason, prev.Size, err)
 	}
-	req.Header.Set("User-Agent", "runseal-auditor")
-	resp, err := m.client.Do(req)
-	if err != nil {
-		return nil, err
+	nc := m.tr.checkNote(at)
+	if !nc.Parsed || !nc.Report.LogSigned || len(nc.Findings) > 0 || nc.Checkpoint.Origin != prev.Origin || nc.Checkpoint.Size != prev.Size {
+		return result("bad_proof", exitUnverifiable, prev.Size, "%s; the server's checkpoint at the saved size %d is not one the log signed for that size: no verdict, retrying", reason, prev.Size)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
+	if nc.Checkpoint.Root != prev.Root {
+		return m.fork(old.note, at, nil, fmt.Sprintf("the log signed two checkpoints of size %d with different roots (%s)", prev.Size, reason))
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s: %.200q", u, resp.Status, body)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%s: response longer than %d bytes", u, limit)
-	}
-	return body, nil
+	return result("bad_proof", exitUnverifiable, prev.Size, "%s, though the log still signs the saved checkpoint at size %d: the server sent a bad proof, which is not a fork; no verdict, retrying", reason, prev.Size)
 }
 
 // consistency fetches the proof from oldSize to newSize. A malformed
 // answer, or one for other sizes, is an error: no verdict, not a fork.
 func (m *monitor) consistency(ctx context.Context, oldSize, newSize uint64) ([]log.Hash, error) {
-	q := url.Values{"old": {strconv.FormatUint(oldSize, 10)}, "new": {strconv.FormatUint(newSize, 10)}}
-	body, err := m.get(ctx, "v1/proof/consistency", q, 64<<10)
+	ds, err := m.c.Consistency(ctx, oldSize, newSize)
 	if err != nil {
 		return nil, err
 	}
-	p, proof, err := parseJSONProof(body)
-	if err != nil {
-		return nil, fmt.Errorf("malformed proof: %w", err)
+	hs := make([]log.Hash, len(ds))
+	for i, d := range ds {
+		hs[i] = log.Hash(d)
 	}
-	if p.OldSize == nil || p.NewSize == nil || *p.OldSize != oldSize || *p.NewSize != newSize {
-		return nil, fmt.Errorf("the proof answered is not for sizes %d to %d", oldSize, newSize)
-	}
-	return proof, nil
+	return hs, nil
 }
 
 // state is the last verified checkpoint.
@@ -389,7 +404,7 @@ func indexBlank(n []byte) int {
 
 func (m *monitor) fork(saved, served []byte, proof []log.Hash, reason string) checkResult {
 	now := m.now().UTC()
-	ev := forkEvidence{Kind: "runseal.fork-evidence", Version: 1, DetectedAt: now.Format(time.RFC3339Nano), URL: m.base.String(),
+	ev := forkEvidence{Kind: "runseal.fork-evidence", Version: 1, DetectedAt: now.Format(time.RFC3339Nano), URL: m.c.Base(),
 		Reason: reason, Saved: infoOf(saved), Served: infoOf(served), LogKeys: m.tr.logKeys, PolicyText: m.tr.policyText}
 	if proof != nil {
 		ev.Proof = []string{}
@@ -401,7 +416,7 @@ func (m *monitor) fork(saved, served []byte, proof []log.Hash, reason string) ch
 	res := result("fork", exitFork, ev.Saved.Size, "FORK: %s", reason)
 	b, err := jsonIndent(ev)
 	if err == nil {
-		err = writeAtomic(m.dir, name, b, 0o644)
+		err = writeAtomic(m.dir, name, b, 0o600)
 	}
 	if err != nil {
 		res.Message += fmt.Sprintf(" (writing the evidence failed: %v)", err)

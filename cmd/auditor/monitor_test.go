@@ -8,19 +8,19 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // monitorOnce runs "monitor --once --json" and returns the exit code and
@@ -203,11 +203,6 @@ func TestMonitorDetectsForks(t *testing.T) {
 			e.j = saved
 			f.j = j
 		}},
-		"a consistency proof that does not verify": {func(e *env, f *fakeServe) {
-			e.addRun(false)
-			e.addRun(false)
-			f.badProof = true
-		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
@@ -243,14 +238,18 @@ func TestMonitorDetectsForks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pol, err := checkpoint.ParsePolicy([]byte(ev.PolicyText))
-			if err != nil {
+			if _, err := checkpoint.ParsePolicy([]byte(ev.PolicyText)); err != nil {
 				t.Fatal(err)
 			}
-			s1, err1 := pol.Verify([]byte(ev.Saved.Note), lv)
-			s2, err2 := pol.Verify([]byte(ev.Served.Note), lv)
+			// Equivocation rests on the log's own signatures: both notes
+			// must carry it (cosignatures may be missing on the older one).
+			s1, err1 := checkpoint.Open([]byte(ev.Saved.Note), note.VerifierList(lv))
+			s2, err2 := checkpoint.Open([]byte(ev.Served.Note), note.VerifierList(lv))
 			if err1 != nil || err2 != nil {
 				t.Fatalf("evidence notes do not verify: %v %v", err1, err2)
+			}
+			if fi, err := os.Stat(res.Evidence); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("evidence file mode: %v %v, want 0600", fi.Mode(), err)
 			}
 			c1, c2 := s1.Checkpoint(), s2.Checkpoint()
 			var proof []log.Hash
@@ -265,6 +264,79 @@ func TestMonitorDetectsForks(t *testing.T) {
 				t.Fatal("the evidence's checkpoints are consistent")
 			}
 		})
+	}
+}
+
+// TestMonitor_BadProofIsNotAFork stops issue 11 item 8: a consistency
+// proof that fails while the log still signs the saved checkpoint is the
+// server being wrong, not the log equivocating. It is no verdict (exit 3),
+// writes no evidence, keeps the state, and the next good answer advances.
+func TestMonitor_BadProofIsNotAFork(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		e.addRun(false)
+	}
+	f, srv := e.serve(e.j)
+	state := filepath.Join(t.TempDir(), "state")
+	if code, res := monitorOnce(t, e, srv, state); code != exitSound {
+		t.Fatalf("first check: %+v", res)
+	}
+	e.addRun(false)
+	e.addRun(false)
+	f.mu.Lock()
+	f.badProof = true
+	f.mu.Unlock()
+	code, res := monitorOnce(t, e, srv, state)
+	if code != exitUnverifiable || res.Result != "bad_proof" || res.Evidence != "" || savedSize(t, e, state) != 3 {
+		t.Fatalf("bad proof: %d %+v", code, res)
+	}
+	if ev, _ := filepath.Glob(filepath.Join(state, "fork-*")); len(ev) != 0 {
+		t.Fatalf("evidence written for a bad proof: %v", ev)
+	}
+	f.mu.Lock()
+	f.badProof = false
+	f.mu.Unlock()
+	if code, res = monitorOnce(t, e, srv, state); code != exitSound || res.Result != "advanced" || savedSize(t, e, state) != 5 {
+		t.Fatalf("after the server recovers: %d %+v", code, res)
+	}
+}
+
+// TestMonitor_RedactsCredentials: a URL with credentials in it is named
+// without them in the logs and in fork evidence.
+func TestMonitor_RedactsCredentials(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		e.addRun(false)
+	}
+	f, srv := e.serve(e.j)
+	srv = strings.Replace(srv, "http://", "http://operator:hunter2@", 1) + "&token=s3cret"
+	state := filepath.Join(t.TempDir(), "state")
+	if code, _, errOut := cli(t, e.args("monitor", srv, "--state", state, "--once", "--log-level", "debug")...); code != exitSound || strings.Contains(errOut, "hunter2") || strings.Contains(errOut, "s3cret") {
+		t.Fatalf("first check: %d %s", code, errOut)
+	}
+	f.mu.Lock()
+	j := forked(t, e, 0)
+	saved := e.j
+	e.j = j
+	for range 3 {
+		e.addRun(false)
+	}
+	e.j = saved
+	f.j = j
+	f.mu.Unlock()
+	code, out, errOut := cli(t, e.args("monitor", srv, "--state", state, "--once", "--json", "--log-level", "debug")...)
+	var res checkResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitFork {
+		t.Fatalf("fork: %d %s %s", code, out, errOut)
+	}
+	b, err := os.ReadFile(res.Evidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"hunter2", "s3cret"} {
+		if strings.Contains(string(b), leak) || strings.Contains(errOut, leak) || strings.Contains(out, leak) {
+			t.Fatalf("%s leaked: evidence %s\nstderr %s", leak, b, errOut)
+		}
 	}
 }
 
@@ -286,8 +358,11 @@ func TestMonitorLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.MkdirAll(state, 0o700)
-	u, _ := url.Parse(srv)
-	m := &monitor{base: u, client: http.DefaultClient, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
+	c, err := api.NewClient(srv, api.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &monitor{c: c, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

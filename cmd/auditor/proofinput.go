@@ -7,23 +7,20 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/log"
 )
 
-// jsonProof is the JSON form of a proof that journal serve answers
-// (spec/http.md section 2) and "journal proof ... --json" prints: the
-// members a check needs, others ignored. Sizes are pointers so that a
-// missing one is told from zero.
+// jsonProof is a proof in the JSON that journal serve answers
+// (api.ConsistencyProof, api.InclusionProof; spec/http.md section 2) or
+// that "journal proof ... --json" prints (the same members and the
+// api.ProofCheckpoint it is against). has records which members were
+// present, so that a missing size is told from zero.
 type jsonProof struct {
-	OldSize    *uint64  `json:"old_size"`
-	NewSize    *uint64  `json:"new_size"`
-	Index      *uint64  `json:"index"`
-	Size       *uint64  `json:"size"`
-	Proof      []string `json:"proof"`
-	Checkpoint *struct {
-		Note string `json:"note"`
-	} `json:"checkpoint"`
+	has         map[string]bool
+	consistency api.ConsistencyProof
+	inclusion   api.InclusionProof
+	checkpoint  *api.ProofCheckpoint
 }
 
 // isJSON reports whether a proof file is JSON rather than text lines.
@@ -31,29 +28,48 @@ func isJSON(b []byte) bool {
 	return len(bytes.TrimLeft(b, " \t\r\n")) > 0 && bytes.TrimLeft(b, " \t\r\n")[0] == '{'
 }
 
-func parseJSONProof(b []byte) (*jsonProof, []log.Hash, error) {
-	var p jsonProof
-	if err := json.Unmarshal(b, &p); err != nil {
+// parseJSONProof reads a consistency proof (inclusion false) or an
+// inclusion proof, and its hashes.
+func parseJSONProof(b []byte, inclusion bool) (*jsonProof, []log.Hash, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
 		return nil, nil, fmt.Errorf("not a JSON proof: %v", err)
 	}
-	if p.Proof == nil {
+	p := &jsonProof{has: map[string]bool{}}
+	for k, v := range members {
+		p.has[k] = string(v) != "null"
+	}
+	var proof []string
+	var err error
+	if inclusion {
+		var v struct {
+			api.InclusionProof
+			Checkpoint *api.ProofCheckpoint `json:"checkpoint"`
+		}
+		err = json.Unmarshal(b, &v)
+		p.inclusion, p.checkpoint, proof = v.InclusionProof, v.Checkpoint, v.Proof
+	} else {
+		err = json.Unmarshal(b, &p.consistency)
+		proof = p.consistency.Proof
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a JSON proof: %v", err)
+	}
+	if !p.has["proof"] {
 		return nil, nil, fmt.Errorf("the JSON has no \"proof\" array")
 	}
-	hs, err := decodeHashes(p.Proof)
-	return &p, hs, err
+	hs, err := decodeHashes(proof)
+	return p, hs, err
 }
 
 func decodeHashes(ss []string) ([]log.Hash, error) {
-	if len(ss) > disclosure.MaxProof {
-		return nil, fmt.Errorf("proof longer than %d hashes", disclosure.MaxProof)
+	ds, err := api.DecodeHashes(ss)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]log.Hash, len(ss))
-	for i, s := range ss {
-		d, err := base64.StdEncoding.Strict().DecodeString(s)
-		if err != nil || len(d) != 32 {
-			return nil, fmt.Errorf("proof hash %d is not the base64 of 32 bytes", i+1)
-		}
-		copy(out[i][:], d)
+	out := make([]log.Hash, len(ds))
+	for i, d := range ds {
+		out[i] = log.Hash(d)
 	}
 	return out, nil
 }

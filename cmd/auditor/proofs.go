@@ -10,6 +10,7 @@ import (
 
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/tiles"
 )
 
 // maxSmallFile bounds the notes and proofs these commands read: a signed
@@ -101,10 +102,10 @@ func (a *app) printProof(title string, o *proofOutput, notes []*disclosure.NoteC
 
 func (a *app) consistencyCmd() *cobra.Command {
 	var tf trustFlags
-	var oldPath, newPath string
+	var oldPath, newPath, tilesLoc string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "consistency --old OLD_NOTE --new NEW_NOTE PROOF",
+		Use:   "consistency --old OLD_NOTE (--new NEW_NOTE PROOF | --tiles URL|DIR [--new NEW_NOTE])",
 		Short: "Verify that one signed checkpoint extends another",
 		Long: `Verify a consistency proof between two signed checkpoints of one log: both
 notes must carry the log's signature (and meet the witness policy), have the
@@ -116,6 +117,11 @@ PROOF is either the JSON journal serve answers to GET /v1/proof/consistency
 (spec/http.md) or "journal proof consistency --json" prints, whose old_size
 and new_size must be the two checkpoints' sizes; or one standard base64 hash
 per line, an empty file being the empty proof (equal sizes, or from size 0).
+With --tiles URL|DIR the proof is built from the log's C2SP tlog-tiles layout
+instead (spec/tiles.md), each tile authenticated against the new checkpoint's
+root; --new then defaults to the layout's checkpoint-witnessed (else
+checkpoint). A tile that is malformed or does not lead to the root is named
+and gives no verdict (3).
 
 Exit codes: 0 consistent; 1 not consistent, or a note is false; 3 a note
 could not be established with the keys given, or a file could not be read;
@@ -124,10 +130,13 @@ could not be established with the keys given, or a file could not be read;
   curl -s "$LOG/v1/checkpoint/witnessed" > cp180.note
   curl -s "$LOG/v1/proof/consistency?old=120&new=180" > p.json
   auditor consistency --old cp120.note --new cp180.note p.json --log-key @log.vkey --policy p.policy`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(0, 1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
-			if oldPath == "" || newPath == "" {
+			if oldPath == "" || (newPath == "" && tilesLoc == "") {
 				return usageErrorf("--old and --new are required")
+			}
+			if (len(args) == 1) == (tilesLoc != "") {
+				return usageErrorf("give either PROOF or --tiles URL|DIR")
 			}
 			tr, err := tf.load()
 			if err != nil {
@@ -137,13 +146,25 @@ could not be established with the keys given, or a file could not be read;
 			if err != nil {
 				return err
 			}
-			newNote, err := readSmall(newPath)
-			if err != nil {
-				return err
+			var fetcher tiles.Fetcher
+			var newNote, proofText []byte
+			if tilesLoc != "" {
+				if fetcher, err = openTiles(tilesLoc, tilesTimeout); err != nil {
+					return err
+				}
 			}
-			proofText, err := readSmall(args[0])
+			if newPath != "" {
+				newNote, err = readSmall(newPath)
+			} else {
+				newNote, err = fetchTilesNote(cmd.Context(), fetcher)
+			}
 			if err != nil {
-				return err
+				return unverifiablef("the new checkpoint: %v", err)
+			}
+			if len(args) == 1 {
+				if proofText, err = readSmall(args[0]); err != nil {
+					return err
+				}
 			}
 			o := &proofOutput{}
 			oldNC, newNC := tr.checkNote(oldNote), tr.checkNote(newNote)
@@ -152,16 +173,23 @@ could not be established with the keys given, or a file could not be read;
 			var proof []log.Hash
 			var perr error
 			var sizes *jsonProof
-			if isJSON(proofText) {
-				sizes, proof, perr = parseJSONProof(proofText)
-			} else {
+			var terr error
+			switch {
+			case fetcher != nil && oldNC.Parsed && newNC.Parsed:
+				proof, terr = tilesConsistency(cmd.Context(), fetcher, oldNC.Checkpoint.Size, newNC.Checkpoint)
+			case fetcher != nil:
+			case isJSON(proofText):
+				sizes, proof, perr = parseJSONProof(proofText, false)
+			default:
 				proof, perr = disclosure.ParseProofLines(proofText)
 			}
 			switch {
 			case perr != nil:
 				o.Findings = append(o.Findings, "the proof file is malformed: "+perr.Error())
 			case !oldNC.Parsed || !newNC.Parsed:
-			case sizes != nil && (sizes.OldSize == nil || sizes.NewSize == nil || *sizes.OldSize != oldNC.Checkpoint.Size || *sizes.NewSize != newNC.Checkpoint.Size):
+			case oldNC.Checkpoint.Origin == newNC.Checkpoint.Origin && terr != nil:
+				tilesProofError(o, terr)
+			case sizes != nil && (!sizes.has["old_size"] || !sizes.has["new_size"] || sizes.consistency.OldSize != oldNC.Checkpoint.Size || sizes.consistency.NewSize != newNC.Checkpoint.Size):
 				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the proof file is not for sizes %d to %d: give the proof between these two checkpoints", oldNC.Checkpoint.Size, newNC.Checkpoint.Size))
 			case oldNC.Checkpoint.Origin != newNC.Checkpoint.Origin:
 				o.Unverifiable = append(o.Unverifiable, fmt.Sprintf("the checkpoints are of two logs (%q and %q): there is nothing to compare", oldNC.Checkpoint.Origin, newNC.Checkpoint.Origin))
@@ -185,16 +213,18 @@ could not be established with the keys given, or a file could not be read;
 	tf.register(cmd.Flags())
 	cmd.Flags().StringVar(&oldPath, "old", "", "the older signed checkpoint note")
 	cmd.Flags().StringVar(&newPath, "new", "", "the newer signed checkpoint note")
+	cmd.Flags().StringVar(&tilesLoc, "tiles", "", "build the proof from the log's tlog-tiles layout (a URL prefix or a directory) instead of a PROOF file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
 func (a *app) inclusionCmd() *cobra.Command {
 	var tf trustFlags
-	var leafArg, notePath string
+	var leafArg, notePath, tilesLoc string
+	var index uint64
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "inclusion PROOF --leaf HASH [--checkpoint NOTE]",
+		Use:   "inclusion (PROOF | --tiles URL|DIR --index N) --leaf HASH [--checkpoint NOTE]",
 		Short: "Verify that a sealed run's terminal hash is in a signed checkpoint",
 		Long: `Verify an inclusion proof: the signed checkpoint it is against (log
 signature, witness policy), then that the leaf is at the proof's index in that
@@ -210,6 +240,12 @@ PROOF is one of:
     checkpoint's. The signed checkpoint comes from --checkpoint NOTE (for
     example GET /v1/checkpoint/{size}), else from the JSON's checkpoint.note.
 
+With --tiles URL|DIR and --index N instead of PROOF, the proof of entry N is
+built from the log's C2SP tlog-tiles layout (spec/tiles.md), each tile
+authenticated against the checkpoint's root; the checkpoint is --checkpoint
+NOTE, else the layout's checkpoint-witnessed (else checkpoint). A tile that
+is malformed or does not lead to the root is named and gives no verdict (3).
+
 Exit codes: 0 included; 1 not included, or the checkpoint is false; 3 the
 checkpoint could not be established with the keys given, or a file could
 not be read; 2 usage error.`,
@@ -217,15 +253,21 @@ not be read; 2 usage error.`,
   curl -s "$LOG/v1/checkpoint/180" > cp180.note
   auditor inclusion p.json --checkpoint cp180.note --leaf 0f4a84f6...19e8 --log-key @log.vkey --witness @w1.vkey
   auditor inclusion run.tlog-proof --leaf 0f4a84f6...19e8 --log-key @log.vkey --policy p.policy`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(0, 1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			leaf, err := parseLeaf(leafArg)
 			if err != nil {
 				return usageErrorf("--leaf: %v", err)
 			}
+			if (len(args) == 1) == (tilesLoc != "") || (tilesLoc != "") != cmd.Flags().Changed("index") {
+				return usageErrorf("give either PROOF, or --tiles URL|DIR with --index N")
+			}
 			tr, err := tf.load()
 			if err != nil {
 				return err
+			}
+			if tilesLoc != "" {
+				return a.inclusionFromTiles(cmd.Context(), tr, tilesLoc, notePath, index, leaf, asJSON)
 			}
 			b, err := readSmall(args[0])
 			if err != nil {
@@ -238,8 +280,8 @@ not be read; 2 usage error.`,
 			var size *uint64
 			var extra bool
 			if isJSON(b) {
-				jp, hs, err := parseJSONProof(b)
-				if err == nil && jp.Index == nil {
+				jp, hs, err := parseJSONProof(b, true)
+				if err == nil && !jp.has["index"] {
 					err = fmt.Errorf("the JSON has no \"index\"")
 				}
 				if err != nil {
@@ -247,9 +289,12 @@ not be read; 2 usage error.`,
 					o.finish()
 					return a.printProof("inclusion", o, nil, asJSON)
 				}
-				index, proof, size = *jp.Index, hs, jp.Size
-				if jp.Checkpoint != nil {
-					n = []byte(jp.Checkpoint.Note)
+				index, proof = jp.inclusion.Index, hs
+				if jp.has["size"] {
+					size = &jp.inclusion.Size
+				}
+				if jp.checkpoint != nil {
+					n = []byte(jp.checkpoint.Note)
 				}
 			} else {
 				p, err := disclosure.ParseTLogProof(b)
@@ -295,6 +340,8 @@ not be read; 2 usage error.`,
 	}
 	tf.register(cmd.Flags())
 	cmd.Flags().StringVar(&leafArg, "leaf", "", "the sealed run's terminal hash, the leaf to prove (64 hex characters or base64)")
+	cmd.Flags().StringVar(&tilesLoc, "tiles", "", "build the proof from the log's tlog-tiles layout (a URL prefix or a directory) instead of a PROOF file")
+	cmd.Flags().Uint64Var(&index, "index", 0, "with --tiles, the leaf's index in the log (its seal order, from 0)")
 	cmd.Flags().StringVar(&notePath, "checkpoint", "", "the signed checkpoint note the proof is against (needed for a JSON proof without one)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	_ = cmd.MarkFlagRequired("leaf")

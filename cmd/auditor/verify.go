@@ -13,8 +13,9 @@ import (
 	"github.com/runseal/runseal/disclosure"
 )
 
-const verifyLong = `Verify a runseal disclosure package, offline, with nothing but the log's key
-and a witness policy. It checks, in one pass and constant memory:
+const verifyLong = `Verify a runseal disclosure package, offline, with nothing but the log's key,
+a witness policy and the journal's disclosure key. It checks, in one pass and
+constant memory:
 
   - the header's checkpoint: the log's signature, each witness cosignature,
     the quorum, and that the header's plain copy is the signed one;
@@ -25,21 +26,31 @@ and a witness policy. It checks, in one pass and constant memory:
     hash at its log index under the checkpoint's size and root;
   - no unsealed run ends in a sealing conclusion (a stripped leaf), no run
     or log index appears twice, selected runs are carried and carried runs
-    selected, case blocks and the trailer count what was read.
+    selected, case blocks and the trailer count what was read;
+  - the discloser's signed statement (in the trailer): signed by a
+    --disclosure-key, it covers the checkpoint, the recipient, the selection,
+    the counts and every run and case block with its records, so a run
+    dropped from the package, counts fixed, is found.
+
+A log key given with --log-key and also named by the --policy's log line is
+one key. The disclosure key is the journal's own ("journal key --disclosure"
+prints it), never its log key: without it, or with a statement no given key
+signed, the verdict is unverifiable; without a statement, or with one that
+does not match, not sound.
 
 The report lists what was proven, every finding, and, as plainly, what a
 package cannot prove (unsealed runs' completeness, case membership, that
-this is the file the discloser recorded: compare the SHA-256 it prints
-with the discloser's register).
+the discloser's register holds this act: compare the SHA-256 it prints with
+the register).
 
 Exit codes: 0 sound; 1 not sound (tampered or inconsistent); 3 incomplete
 or unverifiable (cut file, unknown version, keys or policy that cannot
 establish the checkpoint, read error); 2 usage error.`
 
-const verifyExample = `  auditor verify pkg.jsonl --log-key "$(cat log.vkey)" \
+const verifyExample = `  auditor verify pkg.jsonl --log-key "$(cat log.vkey)" --disclosure-key @disclosure.vkey \
       --witness @w1.vkey --witness @w2.vkey --quorum 2
-  auditor verify pkg.jsonl --log-key @log.vkey --policy witnesses.policy --json
-  curl -s https://example.com/pkg.jsonl | auditor verify - --log-key @log.vkey --policy p.txt`
+  auditor verify pkg.jsonl --log-key @log.vkey --policy witnesses.policy --disclosure-key @disclosure.vkey --json
+  curl -s https://example.com/pkg.jsonl | auditor verify - --policy p.txt --disclosure-key @disclosure.vkey`
 
 // verifyOutput is what verify --json prints.
 type verifyOutput struct {
@@ -104,6 +115,7 @@ func (a *app) verifyCmd() *cobra.Command {
 		}),
 	}
 	tf.register(cmd.Flags())
+	tf.registerDisclosure(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "never show the progress bar (it shows only when stderr is a terminal)")
 	return cmd
@@ -157,6 +169,13 @@ func printReport(w io.Writer, file string, r *disclosure.Report) {
 		fmt.Fprintf(w, "  read        %d runs (%d sealed, %d unsealed), %d records, %d case blocks; %s\n",
 			c.Runs, c.Sealed, c.Unsealed, c.Records, c.Cases, yesNo(r.Complete, "complete through the trailer", "NOT complete"))
 		fmt.Fprintf(w, "  selection   %d runs, %d cases\n", len(r.SelectedRuns), len(r.SelectedCases))
+	}
+	if st := r.Statement; st != nil {
+		if st.Verified {
+			fmt.Fprintf(w, "  statement   signed for %q by disclosure key %s, and it covers this package\n", st.Recipient, strings.Join(st.Keys, ", "))
+		} else {
+			fmt.Fprintf(w, "  statement   NOT verified (recipient as stated: %q)\n", st.Recipient)
+		}
 	}
 	if len(r.Findings) > 0 {
 		fmt.Fprintf(w, "\nFindings (%d):\n", len(r.Findings)+r.FindingsOmitted)

@@ -14,28 +14,17 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/store"
 )
 
 // envKey names the environment variable that overrides the key path.
 const envKey = "RUNSEAL_KEY"
 
-// keyPath resolves the log's private note key: --key, then $RUNSEAL_KEY,
-// then the journal path with ".key" appended, so a journal and its key are
-// found together and a second journal never picks up the first one's key.
-func (a *app) keyPath() string {
-	if a.key != "" {
-		return a.key
-	}
-	if p := os.Getenv(envKey); p != "" {
-		return p
-	}
-	if isDSN(a.storeArg) {
-		return "" // a database has no path to put a key beside: --key is required
-	}
-	return a.dbPath() + ".key"
-}
+// keyPath is the log's private note key file (see location).
+func (a *app) keyPath() string { return a.location().key }
 
 // createKey writes a fresh Ed25519 note key for logOrigin to path, mode
 // 0600, refusing to overwrite: a log's key is its identity to witnesses.
@@ -92,20 +81,32 @@ func loadSigner(path, origin string) (note.Signer, string, error) {
 }
 
 func (a *app) keyCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, disc bool
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "Print the log's verifier key (never the private key)",
 		Long: `Print the verifier key of the log's note key for this tenant's origin: what
 witnesses, auditors and monitors configure to check this journal's
 checkpoints. The private key stays in its file (--key, $RUNSEAL_KEY, else the
-journal path + ".key").`,
+journal path + ".key").
+
+--disclosure prints the journal's disclosure verifier key instead: the key
+that signs each disclosure package's statement (never the log key), which
+auditors give "auditor verify --disclosure-key". It is created on first use
+beside the log key (journal.db.disclosure.key, mode 0600).`,
 		Example: `  journal key
+  journal key --disclosure > disclosure.vkey
   journal key --tenant acme --json`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				_, vkey, err := loadSigner(a.keyPath(), s.Origin())
+				var vkey string
+				var err error
+				if disc {
+					_, vkey, err = a.disclosureKey(s.Origin(), true)
+				} else {
+					_, vkey, err = loadSigner(a.keyPath(), s.Origin())
+				}
 				if err != nil {
 					return err
 				}
@@ -118,6 +119,7 @@ journal path + ".key").`,
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {origin, vkey} as JSON")
+	cmd.Flags().BoolVar(&disc, "disclosure", false, "print the disclosure verifier key (creating the key if the journal has none yet)")
 	return cmd
 }
 
@@ -141,7 +143,7 @@ the kept note, so one size is never published two ways.`,
 				if err != nil {
 					return err
 				}
-				sc, err := signAndKeep(ctx, s, signer)
+				sc, err := checkpointer.SignAndKeep(ctx, s, signer)
 				if err != nil {
 					return err
 				}
@@ -156,26 +158,6 @@ the kept note, so one size is never published two ways.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print {origin, size, root, note, signed_at} as JSON")
 	return cmd
-}
-
-// signAndKeep signs the store's current checkpoint and keeps it, returning
-// what the store kept (the first note of that size).
-func signAndKeep(ctx context.Context, s journalStore, signer note.Signer) (store.SignedCheckpoint, error) {
-	cur, err := s.Checkpoint(ctx)
-	if err != nil {
-		return store.SignedCheckpoint{}, err
-	}
-	if kept, err := s.SignedCheckpointAt(ctx, cur.Size); err != nil || kept != nil {
-		if kept != nil {
-			return *kept, nil
-		}
-		return store.SignedCheckpoint{}, err
-	}
-	n, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: cur.Origin, Size: cur.Size, Root: cur.Root}, signer)
-	if err != nil {
-		return store.SignedCheckpoint{}, fmt.Errorf("sign checkpoint: %w", err)
-	}
-	return s.SaveCheckpoint(ctx, store.SignedCheckpoint{Size: cur.Size, Root: cur.Root, Note: n})
 }
 
 // checkpointFor returns the checkpoint a proof at size is against: the
@@ -202,15 +184,8 @@ func b64s(ds []store.Digest) []string {
 	return out
 }
 
-type proofCheckpoint struct {
-	Origin string `json:"origin"`
-	Size   uint64 `json:"size"`
-	Root   string `json:"root"`
-	Note   string `json:"note,omitempty"` // the signed note, when that size was signed
-}
-
 func (a *app) printProof(asJSON bool, v map[string]any, cp store.Checkpoint, signed string, proof []store.Digest, lines ...string) error {
-	pc := proofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
+	pc := api.ProofCheckpoint{Origin: cp.Origin, Size: cp.Size, Root: b64(cp.Root), Note: signed}
 	if asJSON {
 		v["checkpoint"] = pc
 		v["proof"] = b64s(proof)

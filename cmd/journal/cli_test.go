@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/store"
 )
 
@@ -121,9 +123,9 @@ func TestAppendAndRead(t *testing.T) {
 		line(run, "EffectStarted", fmt.Sprintf(`"case":"%s","step":2,"effect_key":"%s","tool":"mail"`, cs, key)) +
 		line(run, "Compensate", `"phase":"compensating","note":"<&> \u2028 é"`)
 	out := mustCLI(t, db, in, "append", "--epoch", "1", "--json", "-")
-	var acks []ackLine
+	var acks []api.Ack
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var a ackLine
+		var a api.Ack
 		if err := json.Unmarshal([]byte(l), &a); err != nil {
 			t.Fatalf("ack %q: %v", l, err)
 		}
@@ -214,7 +216,7 @@ func TestAppendRefusals(t *testing.T) {
 		{"duplicate effect in batch", ok + line(run, "EffectStarted", `"effect_key":"`+strings.Repeat("0", 64)+`"`) +
 			line(run, "EffectStarted", `"effect_key":"`+strings.Repeat("0", 64)+`"`), []string{"line 3", "already started at line 2"}},
 		{"oversized record", ok + big, []string{"line 2", "over the 1048576-byte limit"}},
-		{"oversized line", ok + `{"x":"` + strings.Repeat("y", maxLineBytes) + "\"}\n", []string{"line 2", "record too large"}},
+		{"oversized line", ok + `{"x":"` + strings.Repeat("y", appendinput.MaxLineBytes) + "\"}\n", []string{"line 2", "record too large"}},
 		{"invalid UTF-8", ok + line(run, "Note", "\"t\":\"\xff\""), []string{"line 2", "UTF-8"}},
 		{"empty input", "\n \n", []string{"no records in the input"}},
 	} {
@@ -344,7 +346,7 @@ func TestTamperDetected(t *testing.T) {
 			expect(t, cli(t, db, "", "verify", run.String()), exitFailure, "verification FAILED", run.String(), seq)
 			r := cli(t, db, "", "verify", "--all", "--json")
 			expect(t, r, exitFailure, "verification FAILED for 1 of 2 runs", seq)
-			if !strings.Contains(r.stdout, `"run":"`+good.String()+`","ok":true`) || !strings.Contains(r.stdout, `"summary":{"failed":1,"runs":2}`) {
+			if !strings.Contains(r.stdout, `"run":"`+good.String()+`","ok":true`) || !strings.Contains(r.stdout, `"summary":{"failed":1,"runs":2,`) {
 				t.Errorf("verify --all --json = %s", r.stdout)
 			}
 			if tc.name != "truncated tail" { // read has no head to compare a tail to

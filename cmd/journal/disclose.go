@@ -213,9 +213,21 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 			}
 			ctx := cmd.Context()
 			return a.withStore(ctx, func(s journalStore) error {
-				logV, err := a.logVerifier(logKey, s.Origin())
+				logVKey, err := a.logVKey(logKey, s.Origin())
 				if err != nil {
 					return err
+				}
+				// A log key also named by the policy's log line is one key.
+				logs, err := disclosure.MergeLogKeys([]string{logVKey}, policy)
+				if err != nil {
+					return usageErrorf("--log-key and --policy: %v", err)
+				}
+				discKey, discVKey, err := a.disclosureKey(s.Origin(), true)
+				if err != nil {
+					return err
+				}
+				if disclosure.SameKeyMaterial(discVKey, logVKey) {
+					return fmt.Errorf("the disclosure key %s is the log's key: give the journal a disclosure key of its own", a.disclosureKeyPath())
 				}
 				var n []byte
 				if cpPath != "" {
@@ -242,11 +254,11 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 					}
 					n = sc.Note
 				}
-				signed, err := policy.Verify(n, logV)
+				signed, err := policy.Verify(n, logs...)
 				if err != nil {
 					return fmt.Errorf("the checkpoint does not meet the log key and witness policy: %w", err)
 				}
-				act, err := disclosure.Disclose(ctx, s, s, out, disclosure.Request{Selection: sel, Checkpoint: signed, Recipient: recipient, By: op})
+				act, err := disclosure.Disclose(ctx, s, s, out, disclosure.Request{Selection: sel, Checkpoint: signed, Recipient: recipient, By: op, Key: discKey})
 				var up *disclosure.UnplacedRunError
 				if errors.As(err, &up) {
 					return fmt.Errorf("%w; nothing was written or recorded", err)
@@ -255,10 +267,13 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.stdout, act)
+					return writeJSON(a.stdout, struct {
+						store.Disclosure
+						DisclosureKey string `json:"disclosure_key"`
+					}{act, discVKey})
 				}
-				_, err = fmt.Fprintf(a.stdout, "disclosed %d runs (%d sealed), %d records to %s in %s (%d bytes, sha256 %s)\nagainst checkpoint %s size %d; recorded as %s by %s\n",
-					act.Carried, act.Sealed, act.Records, act.Recipient, out, act.Bytes, act.Package, act.Checkpoint.Origin, act.Checkpoint.Size, act.ID, act.By.Actor)
+				_, err = fmt.Fprintf(a.stdout, "disclosed %d runs (%d sealed), %d records to %s in %s (%d bytes, sha256 %s)\nagainst checkpoint %s size %d; recorded as %s by %s\nstatement signed by disclosure key %s\n",
+					act.Carried, act.Sealed, act.Records, act.Recipient, out, act.Bytes, act.Package, act.Checkpoint.Origin, act.Checkpoint.Size, act.ID, act.By.Actor, discVKey)
 				return err
 			})
 		}),
@@ -342,31 +357,71 @@ func loadPolicy(witnesses []string, quorum int, path string) (*checkpoint.Policy
 	return p, nil
 }
 
-// logVerifier is the log's verifier key: --log-key, else the one derived
-// from the journal's private key file for this tenant's origin.
-func (a *app) logVerifier(flag, origin string) (note.Verifier, error) {
+// logVKey is the log's verifier key: --log-key, else the one derived from
+// the journal's private key file for this tenant's origin.
+func (a *app) logVKey(flag, origin string) (string, error) {
 	vkey := ""
 	if flag != "" {
 		k, err := keyArg("log-key", flag)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		vkey = k
 	} else {
 		_, k, err := loadSigner(a.keyPath(), origin)
 		if err != nil {
-			return nil, fmt.Errorf("%w (or pass the log's verifier key with --log-key)", err)
+			return "", fmt.Errorf("%w (or pass the log's verifier key with --log-key)", err)
 		}
 		vkey = k
 	}
 	v, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
-		return nil, usageErrorf("--log-key: %v", err)
+		return "", usageErrorf("--log-key: %v", err)
 	}
 	if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
-		return nil, usageErrorf("--log-key is a witness key")
+		return "", usageErrorf("--log-key is a witness key")
 	}
-	return v, nil
+	return vkey, nil
+}
+
+// disclosureKeyPath is the journal's disclosure key: beside the log key,
+// "<name>.disclosure.key" for a log key "<name>.key" (journal.db.key gives
+// journal.db.disclosure.key), else the log key's path + ".disclosure".
+func (a *app) disclosureKeyPath() string {
+	p := a.keyPath()
+	if p == "" {
+		return ""
+	}
+	if base, ok := strings.CutSuffix(p, ".key"); ok {
+		return base + ".disclosure.key"
+	}
+	return p + ".disclosure"
+}
+
+// disclosureKey loads the journal's disclosure key, the Ed25519 note key
+// that signs each package's statement (spec/disclosure.md section 2.7),
+// named for this tenant's origin + "/disclosure". It is a key of its own,
+// never the log's checkpoint key: a package statement and a checkpoint are
+// signed by different keys, and an auditor is given both verifier keys.
+// With create, a missing key is made as the log key is (fresh random
+// Ed25519, mode 0600, created new, never printed); "journal key
+// --disclosure" prints its verifier key.
+func (a *app) disclosureKey(origin string, create bool) (note.Signer, string, error) {
+	path := a.disclosureKeyPath()
+	if path == "" {
+		return nil, "", usageErrorf("a postgres:// store keeps no key file beside it: give --key FILE (the disclosure key is FILE's name with .disclosure.key)")
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && create {
+		if _, err := createKey(path, origin+disclosure.DisclosureKeySuffix); err != nil {
+			return nil, "", fmt.Errorf("disclosure key: %w", err)
+		}
+		a.log.Info("created the journal's disclosure key", "key", path)
+	}
+	s, vkey, err := loadSigner(path, origin+disclosure.DisclosureKeySuffix)
+	if err != nil {
+		return nil, "", fmt.Errorf("disclosure key: %w", err)
+	}
+	return s, vkey, nil
 }
 
 func (a *app) disclosuresCmd() *cobra.Command {
@@ -399,9 +454,13 @@ The register is kept beside the journal, unchained, and never exported.`,
 						}
 						continue
 					}
-					fmt.Fprintf(a.stdout, "%s  %s  by %s (%s) to %s: %d runs, %d cases selected; %d runs (%d sealed), %d records; checkpoint %s size %d; package sha256 %s, %d bytes\n",
+					signed := d.SignedBy
+					if signed == "" {
+						signed = "(no statement: recorded before packages were signed)"
+					}
+					fmt.Fprintf(a.stdout, "%s  %s  by %s (%s) to %s: %d runs, %d cases selected; %d runs (%d sealed), %d records; checkpoint %s size %d; package sha256 %s, %d bytes; signed by %s\n",
 						d.ID, d.At.Format("2006-01-02T15:04:05Z"), d.By.Actor, d.By.Basis, d.Recipient, len(d.Runs), len(d.Cases),
-						d.Carried, d.Sealed, d.Records, d.Checkpoint.Origin, d.Checkpoint.Size, d.Package, d.Bytes)
+						d.Carried, d.Sealed, d.Records, d.Checkpoint.Origin, d.Checkpoint.Size, d.Package, d.Bytes, signed)
 				}
 				return nil
 			})

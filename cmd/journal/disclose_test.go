@@ -87,10 +87,28 @@ func TestDiscloseExportRestore(t *testing.T) {
 		ws = append(ws, w)
 	}
 	pol, _ := checkpoint.NewThresholdPolicy(2, ws...)
-	rep, err := disclosure.Verify(context.Background(), bytes.NewReader(raw), disclosure.Options{Logs: []note.Verifier{lv}, Policy: pol})
-	if err != nil || rep.Verdict != disclosure.Sound {
+	// The statement is signed by the journal's disclosure key, which
+	// journal key --disclosure publishes, and which is not the log key.
+	dvkey := strings.TrimSpace(mustCLI(t, db, "", "key", "--disclosure"))
+	if dvkey == vkey || disclosure.SameKeyMaterial(dvkey, vkey) || !strings.HasPrefix(dvkey, act.Checkpoint.Origin+disclosure.DisclosureKeySuffix+"+") {
+		t.Fatalf("disclosure key %q, log key %q", dvkey, vkey)
+	}
+	if fi, err := os.Stat(db + ".disclosure.key"); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("disclosure key file: %v %v", fi, err)
+	}
+	if strings.Contains(mustCLI(t, db, "", "key", "--disclosure", "--json"), "PRIVATE") {
+		t.Fatal("the private disclosure key was printed")
+	}
+	dv, _ := checkpoint.NewVerifier(dvkey)
+	rep, err := disclosure.Verify(context.Background(), bytes.NewReader(raw), disclosure.Options{Logs: []note.Verifier{lv}, Policy: pol, Disclosure: []note.Verifier{dv}})
+	if err != nil || rep.Verdict != disclosure.Sound || rep.Statement == nil || rep.Statement.Recipient != "auditor@example.com" {
 		t.Fatalf("package: %v %+v", err, rep)
 	}
+	// Issue 11 item 6 / issue 18 item 7: --log-key K with --policy P whose
+	// log line is K is one key, not a usage error.
+	full := filepath.Join(dir, "full.policy")
+	os.WriteFile(full, []byte("log "+vkey+"\nquorum none\n"), 0o644)
+	mustCLI(t, db, "", "disclose", "--runs", a.String(), "--recipient", "r", "--out", filepath.Join(dir, "twice"), "--log-key", vkey, "--policy", full)
 	// The act is in the register.
 	out := mustCLI(t, db, "", "disclosures", "--json")
 	if !strings.Contains(out, act.ID) || !strings.Contains(out, act.Package.String()) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/store"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -26,26 +26,26 @@ fixed at creation; the default is a fresh "runseal/<ulid>".`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if origin != "" {
-				if err := sqlite.ValidateOrigin(origin); err != nil {
+				if err := store.ValidateOrigin(origin); err != nil {
 					return usageErrorf("--origin: %v", err)
 				}
 			}
 			if isDSN(a.storeArg) {
 				return usageErrorf("init creates a journal file; a postgres:// store is created on first use (journal serve --store DSN --key FILE)")
 			}
-			if a.storeArg != "" {
-				a.db = a.storeArg
-			}
-			path := a.dbPath()
-			abs, err := filepath.Abs(path)
+			loc := a.location()
+			abs, err := filepath.Abs(loc.path)
 			if err != nil {
 				return err
 			}
-			keyPath, err := filepath.Abs(a.keyPath())
+			keyPath, err := filepath.Abs(loc.key)
 			if err != nil {
 				return err
 			}
-			o, vkey, err := a.createJournal(cmd.Context(), abs, keyPath, origin)
+			if err := store.ValidateTenant(a.tenant); err != nil {
+				return usageErrorf("--tenant: %v", err)
+			}
+			o, vkey, err := a.createJournal(cmd.Context(), abs, keyPath, a.tenant, origin)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/runseal/runseal/store"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // Exit codes. They are part of the CLI's contract: scripts branch on them.
@@ -183,6 +181,8 @@ func (a *app) newRoot() *cobra.Command {
 		a.restoreCmd(),
 		a.discloseCmd(),
 		a.disclosuresCmd(),
+		a.backupCmd(),
+		a.tilesCmd(),
 	)
 	return root
 }
@@ -202,60 +202,6 @@ func wrapRun(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.C
 		}
 		return &exitError{code: exitFailure, err: err}
 	}
-}
-
-// dbPath resolves the journal path: --db, then $RUNSEAL_DB, then the default.
-func (a *app) dbPath() string {
-	if a.db != "" {
-		return a.db
-	}
-	if p := os.Getenv(envDB); p != "" {
-		return p
-	}
-	return defaultDB
-}
-
-// open opens an existing journal. sqlite.Open would create a missing file,
-// which for any command but init would hide a mistyped path behind an empty,
-// perfectly valid journal.
-func (a *app) open(ctx context.Context) (*sqlite.Store, error) {
-	path := a.dbPath()
-	fi, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no journal at %s: pass --db or set $%s, or create one with 'journal init'", path, envDB)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("journal %s: %w", path, err)
-	}
-	if fi.IsDir() {
-		return nil, fmt.Errorf("journal %s is a directory", path)
-	}
-	return a.openPath(ctx, path, "")
-}
-
-func (a *app) openPath(ctx context.Context, path, origin string) (*sqlite.Store, error) {
-	if err := sqlite.ValidateTenant(a.tenant); err != nil {
-		return nil, usageErrorf("--tenant: %v", err)
-	}
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Tenant: a.tenant, Origin: origin, Logger: a.log})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// withStore opens the journal (--store, else --db), runs fn and closes the
-// journal, reporting a close failure only when fn succeeded.
-func (a *app) withStore(ctx context.Context, fn func(s journalStore) error) error {
-	s, _, err := a.openStore(ctx, a.storeArg, false)
-	if err != nil {
-		return err
-	}
-	err = fn(s)
-	if cerr := s.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("close journal: %w", cerr)
-	}
-	return err
 }
 
 // writeJSON writes v as one JSON document on its own line. HTML escaping is

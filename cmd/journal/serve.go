@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,8 +19,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
-	"github.com/runseal/runseal/witness"
+	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/publish"
+	"github.com/runseal/runseal/store"
 )
 
 const serveLong = `Serve the journal over HTTP: appends, leases, seals, reads and listings,
@@ -41,8 +43,9 @@ and stops.`
 
 // serveConfig is what 'journal serve' is started with.
 type serveConfig struct {
+	loc       location
+	tenants   []string // the first is --tenant
 	listen    string
-	storeArg  string
 	policy    string
 	public    bool
 	interval  time.Duration
@@ -50,12 +53,12 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
-	tenants   []string          // served besides --tenant
 	ready     func(addr string) // tests learn the bound address
 }
 
 func (a *app) serveCmd() *cobra.Command {
 	var c serveConfig
+	var more []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the journal's HTTP API, sign checkpoints, publish to witnesses",
@@ -69,13 +72,19 @@ func (a *app) serveCmd() *cobra.Command {
 				return usageErrorf("--checkpoint-interval must be positive and --checkpoint-every at least 1")
 			}
 			c.ready = a.onServe
-			c.storeArg = a.storeArg
+			c.loc = a.location()
+			c.tenants = []string{a.tenant}
+			for _, t := range more {
+				if t != "" && !slices.Contains(c.tenants, t) {
+					c.tenants = append(c.tenants, t)
+				}
+			}
 			return a.serve(cmd.Context(), c)
 		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	f.StringSliceVar(&c.tenants, "tenants", nil, "more tenants to serve besides --tenant (comma-separated); requests name theirs with ?tenant=")
+	f.StringSliceVar(&more, "tenants", nil, "more tenants to serve besides --tenant (comma-separated); requests name theirs with ?tenant=")
 	f.StringVar(&c.policy, "policy", "", "tlog-policy file naming the witnesses (with URLs) and the quorum")
 	f.BoolVar(&c.public, "public", false, "answer checkpoint and proof reads without a token")
 	f.DurationVar(&c.interval, "checkpoint-interval", time.Minute, "sign a checkpoint this often")
@@ -85,6 +94,22 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	_ = f.MarkHidden("publish-poll")
 	return cmd
+}
+
+// serveStore is what serve needs of a backend beyond journalStore: the
+// publication outbox and the tokens.
+type serveStore interface {
+	journalStore
+	store.PublicationStore
+	store.TokenStore
+}
+
+// tenantWork is one served tenant: what the API answers with, and its
+// background signer and publisher.
+type tenantWork struct {
+	api    api.Tenant
+	signer *checkpointer.Signer
+	pub    *publish.Publisher // nil: no witnesses configured
 }
 
 func (a *app) serve(ctx context.Context, c serveConfig) error {
@@ -98,75 +123,75 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		}
 		pol = p
 	}
-	tenants := []string{a.tenant}
-	for _, t := range c.tenants {
-		if t != "" && !slices.Contains(tenants, t) {
-			tenants = append(tenants, t)
+	if c.loc.dsn != "" && c.loc.key == "" {
+		// A database has no file beside which a key could live: the key
+		// path must be named, and on first start the key is made there.
+		return usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey)
+	}
+	// One handle on the journal, viewed by every tenant served.
+	stores, created, err := a.openStores(ctx, c.loc, c.tenants, true)
+	if err != nil {
+		return err
+	}
+	defer closeStores(stores)
+	if created {
+		a.log.Info("serve: created a new journal and its log key", "journal", c.loc.path, "key", c.loc.key, "origin", stores[0].Origin())
+		fmt.Fprintf(a.stderr, "journal: created journal at %s and its log key at %s (origin %s)\n", c.loc.path, c.loc.key, stores[0].Origin())
+	}
+	if c.loc.dsn != "" {
+		if _, err := os.Stat(c.loc.key); errors.Is(err, fs.ErrNotExist) {
+			if _, err := createKey(c.loc.key, stores[0].Origin()); err != nil {
+				return err
+			}
+			a.log.Info("serve: created the log key", "key", c.loc.key, "origin", stores[0].Origin())
+			fmt.Fprintf(a.stderr, "journal: created the log key at %s (origin %s)\n", c.loc.key, stores[0].Origin())
 		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "runseal_http_requests_total", Help: "HTTP API requests by route and status code.",
-	}, []string{"route", "code"})
-	reg.MustRegister(reqs)
-	closing := make(chan struct{})
-
-	// One server per tenant, each over its own store handle, signer and
-	// publisher; one listener routes each request by its tenant parameter.
-	var servers []*server
-	defer func() {
-		for _, s := range servers {
-			s.st.Close()
-		}
-	}()
-	for _, tenant := range tenants {
-		a.tenant = tenant
-		s, err := a.tenantServer(ctx, c, pol, reg, reqs, closing)
+	var work []tenantWork
+	for _, js := range stores {
+		tw, err := a.tenantWork(js, c, pol, reg)
 		if err != nil {
-			return fmt.Errorf("tenant %s: %w", tenant, err)
+			return fmt.Errorf("tenant %s: %w", js.Tenant(), err)
 		}
-		servers = append(servers, s)
+		work = append(work, tw)
 	}
-	a.tenant = tenants[0]
-	byTenant := make(map[string]http.Handler, len(servers))
-	for _, s := range servers {
-		byTenant[s.tenant] = s.routes()
+	tokens, ok := stores[0].(store.TokenStore)
+	if !ok {
+		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	first := byTenant[servers[0].tenant]
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h, ok := byTenant[r.URL.Query().Get("tenant")]; ok {
-			h.ServeHTTP(w, r)
-			return
-		}
-		// No tenant named (the default), or one not served: the first
-		// server authenticates and, for a tenant it does not serve,
-		// answers 404 after the token is checked.
-		first.ServeHTTP(w, r)
-	})
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: tilesRoutes(a.log)}
+	for _, tw := range work {
+		cfg.Tenants = append(cfg.Tenants, tw.api)
+	}
+	server, err := api.New(cfg)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
-	for _, s := range servers {
-		a.log.Info("serve: serving tenant", "tenant", s.tenant, "origin", s.origin, "witnesses", s.pub != nil)
+	srv := api.NewHTTPServer(server, api.Timeouts{}, a.log)
+	for _, tw := range work {
+		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
 	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
-	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", a.dbPathOr(c.storeArg), servers[0].origin, ln.Addr())
+	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", c.loc, stores[0].Origin(), ln.Addr())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
 	}
 
 	bg, cancelBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, s := range servers {
-		wg.Go(func() { s.runSigner(bg, c.interval, c.every) })
-		if s.pub != nil {
+	for _, tw := range work {
+		wg.Go(func() { tw.signer.Run(bg) })
+		if tw.pub != nil {
 			wg.Go(func() {
-				if err := s.pub.Run(bg); err != nil {
-					a.log.Error("serve: publisher stopped", "tenant", s.tenant, "err", err)
+				if err := tw.pub.Run(bg); err != nil {
+					a.log.Error("serve: publisher stopped", "tenant", tw.api.Store.Tenant(), "err", err)
 				}
 			})
 		}
@@ -177,7 +202,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	case err = <-errc:
 	case <-ctx.Done():
 	}
-	close(closing)
+	server.Drain()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	serr := srv.Shutdown(shutCtx)
@@ -189,75 +214,40 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	return serr
 }
 
-// tenantServer opens a.tenant's store (creating the journal and key on
-// first start) and makes its server, signer and publisher.
-func (a *app) tenantServer(ctx context.Context, c serveConfig, pol *checkpoint.Policy, reg *prometheus.Registry, reqs *prometheus.CounterVec, closing chan struct{}) (*server, error) {
-	js, created, err := a.openStore(ctx, c.storeArg, true)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*server, error) {
-		js.Close()
-		return nil, err
-	}
-	if created {
-		a.log.Info("serve: created a new journal and its log key", "journal", a.dbPath(), "key", a.keyPath(), "origin", js.Origin())
-		fmt.Fprintf(a.stderr, "journal: created journal at %s and its log key at %s (origin %s)\n", a.dbPath(), a.keyPath(), js.Origin())
-	}
+// tenantWork makes one tenant's signer and publisher over its view of
+// the journal.
+func (a *app) tenantWork(js journalStore, c serveConfig, pol *checkpoint.Policy, reg *prometheus.Registry) (tenantWork, error) {
+	var tw tenantWork
 	st, ok := js.(serveStore)
 	if !ok {
-		return fail(fmt.Errorf("this store cannot serve: it keeps no witness publications or tokens"))
+		return tw, fmt.Errorf("this store cannot serve: it keeps no witness publications or tokens")
 	}
-	if isDSN(c.storeArg) {
-		// A database has no file beside which a key could live: the key
-		// path must be named, and on first start the key is made there.
-		if a.key == "" && os.Getenv(envKey) == "" {
-			return fail(usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey))
-		}
-		if _, err := os.Stat(a.keyPath()); errors.Is(err, fs.ErrNotExist) {
-			if _, err := createKey(a.keyPath(), js.Origin()); err != nil {
-				return fail(err)
-			}
-			a.log.Info("serve: created the log key", "key", a.keyPath(), "origin", js.Origin())
-			fmt.Fprintf(a.stderr, "journal: created the log key at %s (origin %s)\n", a.keyPath(), js.Origin())
-		}
-	}
-	signer, vkey, err := loadSigner(a.keyPath(), js.Origin())
+	signer, vkey, err := loadSigner(c.loc.key, js.Origin())
 	if err != nil {
-		return fail(err)
+		return tw, err
 	}
 	logKey, err := checkpoint.NewVerifier(vkey)
 	if err != nil {
-		return fail(err)
+		return tw, err
 	}
-	s := &server{
-		st: st, tenant: js.Tenant(), origin: js.Origin(), public: c.public, signer: signer, logKey: logKey, policy: pol,
-		log: a.log.With("tenant", js.Tenant()), reg: reg, reqs: reqs,
-		sealed: make(chan struct{}, 1024), closing: closing,
-	}
+	log := a.log.With("tenant", js.Tenant())
+	sc := checkpointer.Config{Store: st, Signer: signer, Interval: c.interval, Every: c.every, Logger: log}
 	if pol != nil {
 		if err := checkPolicyLog(pol, logKey, js.Origin()); err != nil {
-			return fail(usageErrorf("--policy: %v", err))
+			return tw, usageErrorf("--policy: %v", err)
 		}
-		s.pub, err = witness.NewPublisher(st, pol, logKey, witness.PublisherOptions{
-			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: s.log,
+		tw.pub, err = publish.New(st, pol, logKey, publish.Options{
+			MinBackoff: c.minRetry, MaxBackoff: c.maxRetry, Poll: c.pollEvery, Logger: log,
 			Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"tenant": js.Tenant()}, reg),
 		})
 		if err != nil {
-			return fail(usageErrorf("--policy: %v", err))
+			return tw, usageErrorf("--policy: %v", err)
 		}
+		sc.Queue = tw.pub
 	}
-	return s, nil
-}
-
-func (a *app) dbPathOr(storeArg string) string {
-	if storeArg != "" {
-		if isDSN(storeArg) {
-			return "postgres"
-		}
-		return storeArg
-	}
-	return a.dbPath()
+	tw.signer = checkpointer.New(sc)
+	tw.api = api.Tenant{Store: st, LogKey: logKey, Policy: pol, Signer: tw.signer}
+	return tw, nil
 }
 
 // checkPolicyLog refuses a policy whose log lines do not include this log's

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
@@ -20,7 +23,7 @@ func TestStudyShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := lifecycle.NewJournalStorage(st)
+	s, err := journalstore.New(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +92,7 @@ func TestStudyShow(t *testing.T) {
 	}
 	t.Logf("journal study show:\n%s", out)
 
-	var v lifecycle.StudyView
+	var v journalstore.StudyView
 	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "study", "show", "case_"+string(study), "--json")), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +109,43 @@ func TestStudyShow(t *testing.T) {
 	expect(t, cli(t, db, "", "study", "show", store.NewCaseID().String()), exitFailure, "no study")
 	// A run that is not a study's is not shown as one.
 	expect(t, cli(t, db, "", "study", "show", string(done.Trial)), exitFailure, "no study")
+}
+
+// TestStudyShow_InconsistentStudy: a study whose trial run got a record
+// behind JournalStorage's back is refused with exit 1, and the message
+// names the record that does not fold.
+func TestStudyShow_InconsistentStudy(t *testing.T) {
+	db := newJournal(t)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := journalstore.New(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	study, err := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.Claim(ctx, lifecycle.ClaimRequest{Trial: out.Trial, Owner: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := store.ParseCaseID(string(study))
+	run, _ := store.ParseRunID(string(tok.Trial))
+	recs, err := st.Append(ctx, store.Epoch(tok.Epoch), []store.Append{{Run: run, Case: c, Kind: journalstore.RecordTrialHeartbeat, Fields: []byte(`{"heartbeat_seq":9}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(s.Close(), st.Close()); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli(t, db, "", "study", "show", string(study)), exitFailure,
+		fmt.Sprintf("do not fold at run %s seq %d", run, recs[0].Seq))
 }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 )
 
 // withTokens runs fn on the journal's token store.
-func (a *app) withTokens(ctx context.Context, storeArg string, fn func(ts store.TokenStore) error) error {
-	js, _, err := a.openStore(ctx, a.storeArg, false)
+func (a *app) withTokens(ctx context.Context, fn func(ts store.TokenStore) error) error {
+	js, _, err := a.openStore(ctx, a.location(), a.tenant, false)
 	if err != nil {
 		return err
 	}
@@ -53,12 +54,12 @@ printed once, at creation.`,
 			if role != store.RoleReader && role != store.RoleWriter {
 				return usageErrorf("--role %q: want reader or writer", role)
 			}
-			id, secret, hash, err := newToken()
+			id, secret, hash, err := api.NewToken()
 			if err != nil {
 				return err
 			}
 			t := store.Token{ID: id, Tenant: a.tenant, Role: role, Name: name, Hash: hash, Created: time.Now().UTC()}
-			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), func(ts store.TokenStore) error {
 				if err := ts.CreateToken(cmd.Context(), t); err != nil {
 					return err
 				}
@@ -82,13 +83,16 @@ printed once, at creation.`,
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), func(ts store.TokenStore) error {
 				toks, err := ts.Tokens(cmd.Context())
 				if err != nil {
 					return err
 				}
 				if listJSON {
-					return writeJSON(a.stdout, orEmpty(toks))
+					if toks == nil {
+						toks = []store.Token{}
+					}
+					return writeJSON(a.stdout, toks)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tTENANT\tROLE\tNAME\tCREATED\tREVOKED")
@@ -110,7 +114,7 @@ printed once, at creation.`,
 		Short: "Revoke a token; it stops working at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
-			return a.withTokens(cmd.Context(), a.storeArg, func(ts store.TokenStore) error {
+			return a.withTokens(cmd.Context(), func(ts store.TokenStore) error {
 				ok, err := ts.RevokeToken(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -136,11 +140,13 @@ func (a *app) witnessedCmd() *cobra.Command {
 		Long: `Print the newest checkpoint whose witness cosignatures met the policy, as a
 signed note carrying the log signature and the cosignatures. Fails (exit 1)
 when none is witnessed yet. With --policy, the note is checked again with
-that policy before it is printed.`,
+that policy before it is printed. Witness alarms the publisher kept (a
+witness that lost or rolled back its state) are printed on stderr, one
+"ALARM" line each, and as "alarms" in --json.`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			js, _, err := a.openStore(ctx, a.storeArg, false)
+			js, _, err := a.openStore(ctx, a.location(), a.tenant, false)
 			if err != nil {
 				return err
 			}
@@ -149,6 +155,11 @@ that policy before it is printed.`,
 			if !ok {
 				return fmt.Errorf("this store keeps no witness cosignatures")
 			}
+			alarms, err := witnessAlarms(ctx, js)
+			if err != nil {
+				return err
+			}
+			warnAlarms(a.stderr, alarms)
 			w, err := ps.LatestWitnessed(ctx)
 			if err != nil {
 				return err
@@ -170,7 +181,7 @@ that policy before it is printed.`,
 				if err != nil {
 					return err
 				}
-				signed, err := pol.Verify(w.Note, policyLogArgs(pol, lv)...)
+				signed, err := pol.Verify(w.Note, api.PolicyLogArgs(pol, lv)...)
 				if err != nil {
 					return fmt.Errorf("the witnessed checkpoint %d does not verify with %s: %w", w.Size, policyPath, err)
 				}
@@ -180,6 +191,9 @@ that policy before it is printed.`,
 				v := map[string]any{"origin": js.Origin(), "size": w.Size, "root": b64(w.Root), "note": string(w.Note), "witnessed_at": w.SignedAt}
 				if cosigs != nil {
 					v["cosignatures"] = cosigs
+				}
+				if alarms != nil {
+					v["alarms"] = alarms
 				}
 				return writeJSON(a.stdout, v)
 			}

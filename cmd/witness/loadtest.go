@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/runseal/runseal/witness/loadtest"
+	"github.com/runseal/runseal/internal/loadtest"
 )
 
 // Defaults of "witness loadtest" that are durations.
@@ -19,8 +21,9 @@ const (
 
 func (a *app) loadtestCmd() *cobra.Command {
 	var (
-		cfg    loadtest.Config
-		pretty bool
+		cfg     loadtest.Config
+		pretty  bool
+		profile string
 	)
 	cmd := &cobra.Command{
 		Use:   "loadtest",
@@ -29,7 +32,15 @@ func (a *app) loadtestCmd() *cobra.Command {
 add-checkpoint requests with consistency proofs, one at a time per log, at a
 total rate that starts at --start-qps and grows by --factor every --step, until
 a step's p99 latency passes --max-p99, the rate cannot be reached, or more
-than 1% of answers are errors. Print the result as JSON on stdout; progress
+than 1% of answers are errors.
+
+The load is open-loop: each step's requests are due on a fixed schedule,
+latency is measured from the due time (a witness that falls behind shows it
+as latency, not as fewer requests), and answers that arrive after the step
+ends still count for it. A request that could not even be sent within the
+larger of the step and 10 x --max-p99 of its due time is an error, "late".
+The sustained rate is the highest step that kept p99 within the bound with at
+most 1% errors. Print the result as JSON on stdout; progress
 goes to stderr.
 
 By default the witness under test runs in this process, on a fresh state file
@@ -52,6 +63,7 @@ p99_ms), errors_by_status, steps, ceilings, commit (transactions and writes
 per transaction of the in-process witness), stopped_because.`,
 		Example: `  witness loadtest
   witness loadtest --logs 256 --start-qps 1000 --factor 1.2 --step 10s --max-p99 100ms
+  witness loadtest --start-qps 2000 --max-qps 2000 --step 20s --cpuprofile cpu.out
   witness loadtest --url http://localhost:7380 --db witness.db --witness-vkey "$(witness key)"`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
@@ -64,6 +76,17 @@ per transaction of the in-process witness), stopped_because.`,
 				return usageErrorf("--factor must be more than 1")
 			}
 			cfg.Logger = a.log
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			rep, err := loadtest.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -95,5 +118,6 @@ per transaction of the in-process witness), stopped_because.`,
 	f.IntVar(&cfg.VerifyEvery, "verify-every", 1, "verify every n-th cosignature (-1: none)")
 	f.DurationVar(&cfg.Ceiling, "ceiling-time", loadtestCeiling, "how long each ceiling measurement runs")
 	f.BoolVar(&pretty, "pretty", false, "indent the JSON")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run (generator and in-process witness) to this file, for go tool pprof")
 	return cmd
 }

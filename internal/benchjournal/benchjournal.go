@@ -3,10 +3,9 @@
 // a package of a gigabyte is written through the real package writer
 // without a gigabyte of storage behind it.
 //
-// It implements the methods of store.Journal that disclosure.WritePackage
-// calls (Checkpoint, ConsistencyProof, Head, CaseRuns, InclusionProofAt,
-// LogPositions, ReadPage, Tenant). The others belong to the embedded nil
-// store.Journal and must not be called.
+// It implements disclosure.Source, the methods the package writer calls
+// (Checkpoint, ConsistencyProof, Head, CaseRuns, InclusionProofAt,
+// LogPositions, ReadPage), and nothing else.
 package benchjournal
 
 import (
@@ -32,8 +31,6 @@ type Spec struct {
 // Journal is the synthetic journal. Every run's first record is stamped
 // with Case, so a package of "everything" is a selection of that one case.
 type Journal struct {
-	store.Journal // nil: the methods a package writer does not call
-
 	spec   Spec
 	Case   store.CaseID
 	runs   []store.RunID
@@ -147,21 +144,21 @@ func (j *Journal) body(i int, seq store.Seq) store.Body {
 	return b
 }
 
-// Checkpoint implements store.Journal.
+// Checkpoint implements disclosure.Source.
 func (j *Journal) Checkpoint(context.Context) (store.Checkpoint, error) {
 	return store.Checkpoint{Origin: j.spec.Origin, Size: j.size, Root: store.Digest(j.root)}, nil
 }
 
-// ConsistencyProof implements store.Journal.
+// ConsistencyProof implements disclosure.Source.
 func (j *Journal) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
 	p, err := log.ConsistencyProof(ctx, j.tree, oldSize, newSize)
 	return digests(p), err
 }
 
-// Tenant implements store.Journal.
+// Tenant names the journal's tenant, the default.
 func (j *Journal) Tenant() string { return store.DefaultTenant }
 
-// Head implements store.Journal.
+// Head implements disclosure.Source.
 func (j *Journal) Head(_ context.Context, run store.RunID) (store.Head, error) {
 	i, ok := j.byRun[run]
 	if !ok {
@@ -170,7 +167,7 @@ func (j *Journal) Head(_ context.Context, run store.RunID) (store.Head, error) {
 	return store.Head{Seq: store.Seq(j.spec.RecordsPerRun), Hash: j.heads[i]}, nil
 }
 
-// CaseRuns implements store.Journal: every run is stamped with Case.
+// CaseRuns implements disclosure.Source: every run is stamped with Case.
 func (j *Journal) CaseRuns(_ context.Context, c store.CaseID, after *store.RunID, limit int) ([]store.RunID, error) {
 	if c != j.Case {
 		return []store.RunID{}, nil
@@ -187,7 +184,7 @@ func (j *Journal) CaseRuns(_ context.Context, c store.CaseID, after *store.RunID
 	return append([]store.RunID{}, j.runs[start:end]...), nil
 }
 
-// InclusionProofAt implements store.Journal.
+// InclusionProofAt implements disclosure.Source.
 func (j *Journal) InclusionProofAt(ctx context.Context, run store.RunID, size uint64) (*store.Inclusion, error) {
 	i, ok := j.byRun[run]
 	if !ok || j.index[i] < 0 || uint64(j.index[i]) >= size {
@@ -200,7 +197,7 @@ func (j *Journal) InclusionProofAt(ctx context.Context, run store.RunID, size ui
 	return &store.Inclusion{Index: uint64(j.index[i]), Size: size, Leaf: j.heads[i], Proof: digests(p)}, nil
 }
 
-// LogPositions implements store.Journal.
+// LogPositions implements disclosure.Source.
 func (j *Journal) LogPositions(_ context.Context, runs []store.RunID) ([]*store.Position, error) {
 	out := make([]*store.Position, len(runs))
 	for k, r := range runs {
@@ -211,7 +208,7 @@ func (j *Journal) LogPositions(_ context.Context, runs []store.RunID) ([]*store.
 	return out, nil
 }
 
-// ReadPage implements store.Journal. Records are regenerated and chained;
+// ReadPage implements disclosure.Source. Records are regenerated and chained;
 // reading a run in order continues from the last record read.
 func (j *Journal) ReadPage(_ context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
 	i, ok := j.byRun[run]

@@ -3,7 +3,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		lifecycletest.Run(t, func() (lifecycletest.Backend, error) {
-//			return lifecycle.NewMemStorage(), nil
+//			return memstore.New(), nil
 //		})
 //	}
 //

@@ -36,6 +36,21 @@ func (s *Store) Acquire(ctx context.Context, run store.RunID, owner string, ttl 
 			return &store.LeaseHeldError{Run: run, Owner: l.lease.owner, Epoch: l.lease.epoch, Remaining: l.lease.expires.Sub(l.lease.now)}
 		}
 		epoch := l.lease.epoch + 1
+		if l.lease.epoch == 0 {
+			// The first lease moves past every epoch the run's unleased
+			// writers used, so that none of them passes its fence. Appends
+			// take the lease row's lock, so under it this read sees every
+			// one committed; once leased, every append is fenced to the
+			// lease, so later acquires need not look.
+			var top int64
+			if err := x.conn.QueryRow(ctx, s.q.chainEpoch, s.tenant, run.String()).Scan(&top); err != nil {
+				return notWritten(fmt.Errorf("read the epochs of run %s: %w", run, err))
+			}
+			if top < 0 {
+				return &store.CorruptError{Run: run, Detail: fmt.Sprintf("a record carries epoch %d", top)}
+			}
+			epoch = store.Epoch(top) + 1
+		}
 		if err := store.ValidateEpoch(epoch); err != nil {
 			return err
 		}

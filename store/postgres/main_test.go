@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 
@@ -71,7 +73,42 @@ func openStore(tb testing.TB, opts Options) *Store {
 func harness() storetest.Harness {
 	return storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
 		return openStore(tb, Options{}), storetest.SleepClock{}
-	}}
+	}, Tamper: tamper}
+}
+
+// tamper runs one statement against j's schema on a connection of its own,
+// as anyone with write access to the server can: ? placeholders become $n.
+func tamper(tb testing.TB, j store.Journal, query string, args ...any) {
+	tb.Helper()
+	s, ok := j.(*Store)
+	if !ok {
+		tb.Fatalf("tamper: %T is not a *postgres.Store", j)
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+pgx.Identifier{s.Schema()}.Sanitize()); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, b.String(), args...); err != nil {
+		tb.Fatalf("tamper %q: %v", query, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 func TestConformance(t *testing.T) {

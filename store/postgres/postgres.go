@@ -133,7 +133,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if tenant == "" {
 		tenant = store.DefaultTenant
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	schema := opts.Schema
@@ -144,7 +144,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		return nil, err
 	}
 	if opts.Origin != "" {
-		if err := ValidateOrigin(opts.Origin); err != nil {
+		if err := store.ValidateOrigin(opts.Origin); err != nil {
 			return nil, err
 		}
 	}
@@ -219,14 +219,6 @@ func (s *Store) check(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
-
-// ValidateTenant is store.ValidateTenant, kept here for callers of this
-// package.
-func ValidateTenant(t string) error { return store.ValidateTenant(t) }
-
-// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
-// package.
-func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }
 
 // validateSchema keeps the schema name to a plain identifier, because it is
 // spliced into SQL text.

@@ -20,7 +20,7 @@ type queries struct {
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
 	recent, recentAfter, recentFrom, recentFromAfter, runsByID string
-	positions                                                  string
+	positions, chainEpoch                                      string
 }
 
 func newQueries(schema string) queries {
@@ -102,13 +102,13 @@ func newQueries(schema string) queries {
 		head:     f(`SELECT head_seq, head_hash FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		records: f(`SELECT seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3
 			ORDER BY seq LIMIT $4`),
-		verifyRun: f(`SELECT head_seq, head_hash, sealed_outcome, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2`),
+		verifyRun: f(`SELECT head_seq, head_hash, outcome, sealed_outcome, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2`),
 		caseHistory: f(`SELECT run, seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND case_id = $2
 			ORDER BY id LIMIT $3`),
 		waiting: f(`SELECT run, wait_awaiting, coalesce(wait_event, ''), wait_until FROM {S}.runs
 			WHERE tenant = $1 AND wait_awaiting IS NOT NULL ORDER BY wait_until NULLS LAST, run LIMIT $2`),
 		byOutcome:    f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND outcome = $2 ORDER BY outcome_ord DESC LIMIT $3`),
-		countOutcome: f(`SELECT count(*) FROM {S}.runs WHERE tenant = $1 AND outcome = $2`),
+		countOutcome: f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND outcome = $2`),
 		admittedAs:   f(`SELECT run FROM {S}.admissions WHERE tenant = $1 AND key = $2`),
 		forget:       f(`DELETE FROM {S}.admissions WHERE tenant = $1 AND claimed_at < $2`),
 		recent:       f(`SELECT run, active_at FROM {S}.runs WHERE tenant = $1 ORDER BY active_at DESC, run DESC LIMIT $2`),
@@ -120,5 +120,7 @@ func newQueries(schema string) queries {
 			ORDER BY active_at DESC, run DESC LIMIT $5`),
 		runsByID:  f(`SELECT run FROM {S}.runs WHERE tenant = $1 AND run > $2 ORDER BY run LIMIT $3`),
 		positions: f(`SELECT run, log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = ANY($2) AND log_index IS NOT NULL`),
+		chainEpoch: f(`SELECT coalesce(max((convert_from(raw, 'UTF8')::jsonb ->> 'epoch')::bigint), 0) FROM {S}.records
+			WHERE tenant = $1 AND run = $2`),
 	}
 }

@@ -118,7 +118,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		var v verifyRow
 		var seq int64
 		var hash []byte
-		err := br.QueryRow().Scan(&seq, &hash, &v.sealedOutcome, &v.leaf)
+		err := br.QueryRow().Scan(&seq, &hash, &v.outcome, &v.sealedOutcome, &v.leaf)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -184,6 +184,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 type verifyRow struct {
 	exists        bool
 	head          store.Head
+	outcome       *string
 	sealedOutcome *string
 	leaf          []byte
 }
@@ -194,6 +195,7 @@ type verifyRow struct {
 func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
 	var row verifyRow
 	v := store.NewChainVerifier(run)
+	var concluded store.Conclusion
 	err := s.scanRecords(ctx, run, 1, -1, func(r verifyRow) error {
 		row = r
 		if !r.exists {
@@ -204,7 +206,10 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		if r.Seq > row.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record beyond the run's head (seq %d)", row.head.Seq)}
 		}
-		return v.Next(r)
+		if err := v.Next(r); err != nil {
+			return err
+		}
+		return concluded.Next(r)
 	})
 	if err != nil {
 		return store.Digest{}, s.readErr("verify run "+run.String(), err)
@@ -214,6 +219,9 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 	}
 	if row.sealedOutcome != nil && (len(row.leaf) != 32 || store.Digest(row.leaf) != row.head.Hash) {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: row.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
+	}
+	if err := concluded.Check(run, row.outcome, row.sealedOutcome); err != nil {
+		return store.Digest{}, err
 	}
 	return row.head.Hash, nil
 }
@@ -298,11 +306,32 @@ func (s *Store) CountByOutcome(ctx context.Context, outcome string) (uint64, err
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.countOutcome, s.tenant, outcome).Scan(&n); err != nil {
+	// Every row is read, not counted blind: a row whose run id does not
+	// parse is corruption, refused as RunsByOutcome refuses it, never
+	// counted (store.Journal.CountByOutcome).
+	var n uint64
+	err := func() error {
+		rows, err := s.pool.Query(ctx, s.q.countOutcome, s.tenant, outcome)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if _, err := parseRun(id); err != nil {
+				return err
+			}
+			n++
+		}
+		return rows.Err()
+	}()
+	if err != nil {
 		return 0, s.readErr(fmt.Sprintf("count outcome %q", outcome), err)
 	}
-	return uint64(n), nil
+	return n, nil
 }
 
 func validateKey(key string) error {

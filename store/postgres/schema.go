@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/runseal/runseal/store"
 )
 
 // migration is one schema step. Steps are applied in order, each once, in
@@ -163,6 +165,17 @@ CREATE TABLE {S}.disclosures(
 	act    jsonb NOT NULL,
 	PRIMARY KEY (tenant, id));
 `},
+	{"witness alarms", `
+CREATE TABLE {S}.witness_alarms(
+	tenant   text COLLATE "C" NOT NULL,
+	witness  text COLLATE "C" NOT NULL,
+	kind     text COLLATE "C" NOT NULL,
+	reported bigint NOT NULL CHECK (reported >= 0),
+	cosigned bigint NOT NULL CHECK (cosigned >= 0),
+	at       timestamptz NOT NULL,
+	detail   text NOT NULL,
+	PRIMARY KEY (tenant, witness, kind, reported, cosigned));
+`},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is
@@ -236,7 +249,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema, wantOrigin string)
 		if origin == "" {
 			origin = "runseal/" + strings.ToLower(ulid.Make().String())
 		}
-		if err := ValidateOrigin(origin); err != nil {
+		if err := store.ValidateOrigin(origin); err != nil {
 			return "", err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO `+qs+`.meta(key, value) VALUES('origin', $1)`, origin); err != nil {

@@ -70,7 +70,7 @@ func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.App
 	if err != nil {
 		return nil, err
 	}
-	r := &appendReq{run: run, epoch: epoch, batch: batch}
+	r := &appendReq{s: s, run: run, epoch: epoch, batch: batch}
 	err = s.submit(ctx, groupcommit.Work{
 		Run: func(_ context.Context, tx *sql.Tx) error {
 			recs, err := s.appendTx(tx, run, epoch, batch)

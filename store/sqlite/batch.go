@@ -24,6 +24,7 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
+	s     *Store // the tenant's handle it came through
 	run   store.RunID
 	epoch store.Epoch
 	batch []store.Append
@@ -45,12 +46,32 @@ type batchRun struct {
 	effects map[store.Digest]bool // effect keys this batch starts
 }
 
-// appendBatch implements groupcommit.Batch for appendReq values.
-func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]error, error) {
+// appendBatch implements groupcommit.Batch for appendReq values. The
+// tenants of a file share its writer: each stretch of one tenant's appends
+// is written through that tenant's handle.
+func appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]error, error) {
 	reqs := make([]*appendReq, len(items))
 	for i, it := range items {
 		reqs[i] = it.(*appendReq)
 	}
+	var refusals []error
+	for lo := 0; lo < len(reqs); {
+		hi := lo + 1
+		for hi < len(reqs) && reqs[hi].s.tenant == reqs[lo].s.tenant {
+			hi++
+		}
+		rs, err := reqs[lo].s.appendTenantBatch(ctx, tx, reqs[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		refusals = append(refusals, rs...)
+		lo = hi
+	}
+	return refusals, nil
+}
+
+// appendTenantBatch writes reqs, all of s's tenant.
+func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq) ([]error, error) {
 	runs, err := s.loadBatchRuns(ctx, tx, reqs)
 	if err != nil {
 		return nil, err

@@ -54,10 +54,10 @@ func (s *Store) RecordDisclosure(ctx context.Context, d store.Disclosure) error 
 			return &store.InvalidArgumentError{Field: "id", Detail: fmt.Sprintf("disclosure %s is already recorded", d.ID)}
 		}
 		_, err := tx.ExecContext(bg, `INSERT INTO disclosures(tenant, id, at, actor, basis, recipient, runs, cases,
-			origin, size, root, package, bytes, runs_carried, sealed, records) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			origin, size, root, package, bytes, runs_carried, sealed, records, signed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			s.tenant, d.ID, d.At.UnixNano(), d.By.Actor, string(d.By.Basis), d.Recipient, string(runsJSON), string(casesJSON),
 			d.Checkpoint.Origin, int64(d.Checkpoint.Size), d.Checkpoint.Root[:], d.Package[:], d.Bytes,
-			int64(d.Carried), int64(d.Sealed), int64(d.Records))
+			int64(d.Carried), int64(d.Sealed), int64(d.Records), d.SignedBy)
 		if err != nil {
 			return fmt.Errorf("record disclosure: %w", err)
 		}
@@ -73,7 +73,7 @@ func (s *Store) Disclosures(ctx context.Context, after string, limit int) ([]sto
 		return nil, err
 	}
 	rows, err := s.rdb.QueryContext(ctx, `SELECT id, at, actor, basis, recipient, runs, cases, origin, size, root, package, bytes,
-		runs_carried, sealed, records FROM disclosures WHERE tenant=? AND id > ? ORDER BY id LIMIT ?`, s.tenant, after, limit)
+		runs_carried, sealed, records, signed_by FROM disclosures WHERE tenant=? AND id > ? ORDER BY id LIMIT ?`, s.tenant, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list disclosures: %w", err)
 	}
@@ -85,7 +85,7 @@ func (s *Store) Disclosures(ctx context.Context, after string, limit int) ([]sto
 		var basis, runsJSON, casesJSON string
 		var root, pkg []byte
 		if err := rows.Scan(&d.ID, &at, &d.By.Actor, &basis, &d.Recipient, &runsJSON, &casesJSON, &d.Checkpoint.Origin,
-			&size, &root, &pkg, &d.Bytes, &carried, &sealed, &records); err != nil {
+			&size, &root, &pkg, &d.Bytes, &carried, &sealed, &records, &d.SignedBy); err != nil {
 			return nil, fmt.Errorf("list disclosures: %w", err)
 		}
 		corrupt := func(detail string) error {

@@ -61,6 +61,17 @@ func (s *Store) Acquire(ctx context.Context, run store.RunID, owner string, ttl 
 			return &store.LeaseHeldError{Run: run, Owner: l.owner, Epoch: l.epoch, Remaining: time.Duration(l.expires-now) * time.Second}
 		}
 		epoch := l.epoch + 1
+		if !l.exists {
+			// The first lease moves past every epoch the run's unleased
+			// writers used, so that none of them passes its fence. Once a
+			// lease row exists every append is fenced to it, so later
+			// acquires need not look.
+			top, err := s.chainEpoch(bg, tx, run)
+			if err != nil {
+				return err
+			}
+			epoch = top + 1
+		}
 		if err := store.ValidateEpoch(epoch); err != nil {
 			return err
 		}
@@ -75,6 +86,21 @@ func (s *Store) Acquire(ctx context.Context, run store.RunID, owner string, ttl 
 		return nil
 	})
 	return out, err
+}
+
+// chainEpoch returns the highest epoch among the run's records (0 for a
+// run with none), read from their canonical bodies.
+func (s *Store) chainEpoch(ctx context.Context, q querier, run store.RunID) (store.Epoch, error) {
+	var top int64
+	err := q.QueryRowContext(ctx, `SELECT coalesce(max(json_extract(CAST(raw AS TEXT), '$.epoch')), 0) FROM records WHERE tenant=? AND run=?`,
+		s.tenant, run.String()).Scan(&top)
+	if err != nil {
+		return 0, fmt.Errorf("read the epochs of run %s: %w", run, err)
+	}
+	if top < 0 {
+		return 0, &store.CorruptError{Run: run, Detail: fmt.Sprintf("a record carries epoch %d", top)}
+	}
+	return store.Epoch(top), nil
 }
 
 // Renew implements store.Journal: only the exact live holder extends, and

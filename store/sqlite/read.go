@@ -131,11 +131,15 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, &store.NotFoundError{What: "run " + run.String()}
 	}
 	v := store.NewChainVerifier(run)
+	var concluded store.Conclusion
 	err = s.scanRecordsTx(ctx, tx, run, 1, -1, func(r store.Record) error {
 		if r.Seq > st.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record stored past the run's head (seq %d)", st.head.Seq)}
 		}
-		return v.Next(r)
+		if err := v.Next(r); err != nil {
+			return err
+		}
+		return concluded.Next(r)
 	})
 	if err != nil {
 		return store.Digest{}, err
@@ -143,10 +147,20 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 	if v.Head() != st.head {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: v.Head().Seq, Detail: fmt.Sprintf("chain ends at seq %d but the run's head says seq %d", v.Head().Seq, st.head.Seq)}
 	}
-	if st.sealedOutcome.Valid && store.Digest(st.leaf) != st.head.Hash {
+	if st.sealedOutcome.Valid && (len(st.leaf) != 32 || store.Digest(st.leaf) != st.head.Hash) {
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: st.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
 	}
+	if err := concluded.Check(run, nullable(st.outcome), nullable(st.sealedOutcome)); err != nil {
+		return store.Digest{}, err
+	}
 	return st.head.Hash, nil
+}
+
+func nullable(n sql.NullString) *string {
+	if !n.Valid {
+		return nil
+	}
+	return &n.String
 }
 
 func parseRun(s string) (store.RunID, error) {
@@ -216,11 +230,29 @@ func (s *Store) CountByOutcome(ctx context.Context, outcome string) (uint64, err
 	if err := store.ValidateOutcome(outcome); err != nil {
 		return 0, err
 	}
-	var n int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE tenant=? AND outcome=?`, s.tenant, outcome).Scan(&n); err != nil {
+	// Every row is read, not counted blind: a row whose run id does not
+	// parse is corruption, refused as RunsByOutcome refuses it, never
+	// counted (store.Journal.CountByOutcome).
+	rows, err := s.rdb.QueryContext(ctx, `SELECT run FROM runs WHERE tenant=? AND outcome=?`, s.tenant, outcome)
+	if err != nil {
 		return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
 	}
-	return uint64(n), nil
+	defer rows.Close()
+	var n uint64
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
+		}
+		if _, err := parseRun(id); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("count outcome %q: %w", outcome, err)
+	}
+	return n, nil
 }
 
 func validateKey(key string) error {

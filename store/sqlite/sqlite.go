@@ -9,7 +9,8 @@
 // committed snapshots only.
 //
 // All rows are scoped by tenant; one Store handle serves one tenant. The file
-// can hold several tenants, each opened with its own handle.
+// can hold several tenants: ForTenant gives each a view of one open handle,
+// so that they share its writer rather than contend for SQLite's write lock.
 package sqlite
 
 import (
@@ -32,8 +33,9 @@ import (
 // SchemaVersion is the schema this code writes; a newer file is refused.
 // Version 2 added the witness outbox, tokens and the disclosure register.
 // Every statement of the schema is idempotent, so opening a version 1 file
-// creates whatever tables it lacks.
-const SchemaVersion = 2
+// creates whatever tables it lacks. Version 3 added the disclosure
+// register's signed_by column (the key that signed each package).
+const SchemaVersion = 3
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -56,14 +58,25 @@ type Options struct {
 	oneByOne bool
 }
 
-// Store is the SQLite journal. It is safe for concurrent use.
+// Store is the SQLite journal, as one tenant sees it. It is safe for
+// concurrent use. ForTenant gives other tenants' views of the same open
+// file, which share its connections and its one writer.
 type Store struct {
+	*file
+	tenant  string
+	release sync.Once // this handle's reference to file, dropped by Close
+}
+
+// file is one open journal file: the writer, the readers and the group
+// commit, shared by every tenant's Store over it. One writer per file is
+// what SQLite wants: two would contend for its write lock.
+type file struct {
 	wdb    *sql.DB // exactly one connection: the writer
 	rdb    *sql.DB // read-only pool
-	tenant string
 	origin string
 	now    func() time.Time
 	log    *slog.Logger
+	refs   atomic.Int64 // open Store handles over this file
 
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
@@ -87,7 +100,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if tenant == "" {
 		tenant = store.DefaultTenant
 	}
-	if err := ValidateTenant(tenant); err != nil {
+	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, err
 	}
 	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
@@ -118,10 +131,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
-	s := &Store{
-		wdb: wdb, rdb: rdb, tenant: tenant, origin: origin,
+	s := &Store{tenant: tenant, file: &file{
+		wdb: wdb, rdb: rdb, origin: origin,
 		now: opts.Now, log: opts.Logger,
-	}
+	}}
+	s.refs.Store(1)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -137,18 +151,42 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// ValidateTenant is store.ValidateTenant, kept here for callers of this
-// package.
-func ValidateTenant(t string) error { return store.ValidateTenant(t) }
-
-// Close stops the writer after the writes already queued and closes the file.
+// Close releases this handle. The last handle of a file to close stops
+// the writer after the writes already queued and closes the file.
 func (s *Store) Close() error {
+	last := false
+	s.release.Do(func() { last = s.refs.Add(-1) == 0 })
+	if !last {
+		return nil
+	}
 	var err error
 	s.closeOnce.Do(func() {
 		s.closeWriter()
 		err = errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
 	})
 	return err
+}
+
+// ForTenant returns tenant's view of the same open file: its own rows, the
+// shared connections and writer, so that the writes of every tenant of a
+// file are grouped into one transaction and one fsync. Each view is closed
+// on its own; the file closes with the last of them.
+func (s *Store) ForTenant(tenant string) (*Store, error) {
+	if tenant == "" {
+		tenant = store.DefaultTenant
+	}
+	if err := store.ValidateTenant(tenant); err != nil {
+		return nil, err
+	}
+	for {
+		n := s.refs.Load()
+		if n == 0 {
+			return nil, store.ErrClosed
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return &Store{file: s.file, tenant: tenant}, nil
+		}
+	}
 }
 
 // Tenant implements store.Journal.
@@ -223,6 +261,10 @@ CREATE TABLE IF NOT EXISTS cosignatures(
 CREATE TABLE IF NOT EXISTS witness_state(
 	tenant TEXT NOT NULL, witness TEXT NOT NULL, cosigned_size INTEGER NOT NULL,
 	PRIMARY KEY(tenant, witness)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS witness_alarms(
+	tenant TEXT NOT NULL, witness TEXT NOT NULL, kind TEXT NOT NULL, reported INTEGER NOT NULL, cosigned INTEGER NOT NULL,
+	at INTEGER NOT NULL, detail TEXT NOT NULL,
+	PRIMARY KEY(tenant, witness, kind, reported, cosigned)) STRICT, WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS witnessed(
 	tenant TEXT NOT NULL, size INTEGER NOT NULL, note BLOB NOT NULL, at INTEGER NOT NULL,
 	PRIMARY KEY(tenant, size)) STRICT, WITHOUT ROWID;
@@ -239,6 +281,7 @@ CREATE TABLE IF NOT EXISTS disclosures(
 	origin TEXT NOT NULL, size INTEGER NOT NULL, root BLOB NOT NULL,
 	package BLOB NOT NULL, bytes INTEGER NOT NULL,
 	runs_carried INTEGER NOT NULL, sealed INTEGER NOT NULL, records INTEGER NOT NULL,
+	signed_by TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY(tenant, id)) STRICT, WITHOUT ROWID;
 `
 
@@ -265,6 +308,17 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
+	// A version 2 file's register lacks the column CREATE TABLE IF NOT
+	// EXISTS would not add.
+	var hasSignedBy int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('disclosures') WHERE name='signed_by'`).Scan(&hasSignedBy); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	if hasSignedBy == 0 {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE disclosures ADD COLUMN signed_by TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("migrate schema to version 3: %w", err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("record schema version: %w", err)
 	}
@@ -286,7 +340,7 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	if want == "" {
 		want = "runseal/" + strings.ToLower(ulid.Make().String())
 	}
-	if err := ValidateOrigin(want); err != nil {
+	if err := store.ValidateOrigin(want); err != nil {
 		return "", err
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('origin', ?)`, want); err != nil {
@@ -294,7 +348,3 @@ func fixOrigin(ctx context.Context, db *sql.DB, want string) (string, error) {
 	}
 	return want, nil
 }
-
-// ValidateOrigin is store.ValidateOrigin, kept here for callers of this
-// package.
-func ValidateOrigin(o string) error { return store.ValidateOrigin(o) }

@@ -2,9 +2,11 @@ package storetest_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/runseal/runseal/store"
@@ -99,5 +101,76 @@ func TestRunFailsWhenNothingRan(t *testing.T) {
 	r := storetest.Check(t, storetest.Harness{Open: harness("").Open, Skip: skip})
 	if len(r.Checked) != 0 || len(r.Skipped) != len(storetest.Checks()) {
 		t.Fatalf("skip map not honoured: checked %d", len(r.Checked))
+	}
+}
+
+// blind vouches for what it never looked at: its Verify returns the head
+// without reading the chain, and its VerifyLog reports a sound log of the
+// integrity checks' fixture without reading a node.
+type blind struct{ *sqlite.Store }
+
+func (b blind) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
+	h, err := b.Head(ctx, run)
+	return h.Hash, err
+}
+
+func (b blind) VerifyLog(context.Context) (store.LogReport, error) {
+	return store.LogReport{Size: 5, Sealed: 5, Nodes: 8, Checkpoints: 2}, nil
+}
+
+// TestSuiteCatchesBlindVerifiers: a store whose checks vouch for what they
+// did not check fails the integrity checks, and a harness without Tamper
+// reports them skipped rather than passed.
+func TestSuiteCatchesBlindVerifiers(t *testing.T) {
+	paths := map[store.Journal]string{}
+	others := map[string]string{}
+	for _, c := range storetest.Checks() {
+		if !strings.HasPrefix(c, "integrity/") {
+			others[c] = "not an integrity check"
+		}
+	}
+	h := storetest.Harness{
+		Skip: others,
+		Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
+			clk := storetest.NewFakeClock()
+			path := filepath.Join(tb.TempDir(), "j.db")
+			s, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: clk.Now})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { s.Close() })
+			j := blind{s}
+			paths[j] = path
+			return j, clk
+		},
+		Tamper: func(tb testing.TB, j store.Journal, query string, args ...any) {
+			db, err := sql.Open("sqlite", "file:"+paths[j]+"?_pragma=busy_timeout(5000)")
+			if err != nil {
+				tb.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(query, args...); err != nil {
+				tb.Fatalf("tamper: %v", err)
+			}
+		},
+	}
+	r := storetest.Check(t, h)
+	caught := map[string]bool{}
+	for _, v := range r.Violations {
+		if v.Invariant == "integrity" {
+			caught[v.Check] = true
+		}
+	}
+	for _, c := range storetest.Checks() {
+		if strings.HasPrefix(c, "integrity/") && c != "integrity/sound-store-verifies" && c != "integrity/unreadable-outcome-row-refused" && !caught[c] {
+			t.Errorf("a blind verifier passed %s", c)
+		}
+	}
+	h.Tamper = nil
+	r = storetest.Check(t, h)
+	for _, c := range r.Checked {
+		if strings.HasPrefix(c, "integrity/") {
+			t.Errorf("%s ran without a Tamper", c)
+		}
 	}
 }

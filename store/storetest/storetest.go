@@ -4,7 +4,11 @@
 // a run in which no check ran is itself a failure.
 //
 // The suite is shipped as a package, not as _test files, so that embedders
-// can prove their own stores with it.
+// can prove their own stores with it. Each invariant's checks live in the
+// file named for it (chaining.go, fencing.go, lease.go, log.go,
+// integrity.go, ...); checks.go lists them in the order they run. The
+// integrity checks edit the database behind the store's back and run only
+// with a Harness that can (Harness.Tamper).
 package storetest
 
 import (
@@ -35,6 +39,14 @@ type Harness struct {
 	// Skip lists checks (by full name) the harness cannot run, with the
 	// reason in the map value; skipped checks are reported, never silent.
 	Skip map[string]string
+	// Tamper, if set, runs one SQL statement against the journal's
+	// database behind the store's back, as an attacker with write access to
+	// the file or the server would. Statements name the tables unqualified
+	// (runs, log_nodes, logs, signed_checkpoints) and use ? placeholders.
+	// The integrity checks need it, and the journal to be a
+	// store.LogVerifier and a store.CheckpointStore; without it they are
+	// reported skipped.
+	Tamper func(tb testing.TB, j store.Journal, query string, args ...any)
 }
 
 // Violation is one broken guarantee.
@@ -86,6 +98,23 @@ type check struct {
 	fn   func(t *T)
 }
 
+// tamperPrefix names the checks that need Harness.Tamper.
+const tamperPrefix = "integrity/"
+
+// skipped returns why h cannot run c, or "".
+func (h Harness) skipped(c check) string {
+	if why, ok := h.Skip[c.name]; ok {
+		if why == "" {
+			why = "skipped by the harness"
+		}
+		return why
+	}
+	if strings.HasPrefix(c.name, tamperPrefix) && h.Tamper == nil {
+		return "the harness has no Tamper"
+	}
+	return ""
+}
+
 // Checks lists the suite's check names, in the order they run.
 func Checks() []string {
 	out := make([]string, len(checks))
@@ -115,7 +144,7 @@ func runOne(tb testing.TB, h Harness, c check) (failures []string) {
 func Check(tb testing.TB, h Harness) Report {
 	var r Report
 	for _, c := range checks {
-		if _, skip := h.Skip[c.name]; skip {
+		if h.skipped(c) != "" {
 			r.Skipped = append(r.Skipped, c.name)
 			continue
 		}
@@ -133,7 +162,7 @@ func Run(t *testing.T, h Harness) {
 	ran := 0
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
-			if why, skip := h.Skip[c.name]; skip {
+			if why := h.skipped(c); why != "" {
 				t.Skip(why)
 			}
 			ran++

@@ -90,11 +90,15 @@ func TestPackageFromPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dsk, dvk, _ := checkpoint.GenerateLogKey(rand.Reader, j.Origin()+disclosure.DisclosureKeySuffix)
+	ds, _ := checkpoint.NewSigner(dsk)
+	dv, _ := checkpoint.NewVerifier(dvk)
 	var buf bytes.Buffer
-	if _, err := disclosure.WritePackage(ctx, j, &buf, disclosure.Selection{Runs: runs[:2], Cases: []store.CaseID{c}}, signed); err != nil {
+	if _, err := disclosure.WritePackage(ctx, j, &buf, disclosure.Selection{Runs: runs[:2], Cases: []store.CaseID{c}}, signed,
+		disclosure.Signing{Recipient: "auditor@example.com", Key: ds}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := disclosure.Verify(ctx, bytes.NewReader(buf.Bytes()), disclosure.Options{Logs: []note.Verifier{lv}, Policy: pol})
+	rep, err := disclosure.Verify(ctx, bytes.NewReader(buf.Bytes()), disclosure.Options{Logs: []note.Verifier{lv}, Policy: pol, Disclosure: []note.Verifier{dv}})
 	if err != nil || rep.Verdict != disclosure.Sound || rep.Counts.Runs != 12 {
 		t.Fatalf("%v %+v", err, rep)
 	}

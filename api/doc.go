@@ -1,0 +1,16 @@
+// Package api is the journal's HTTP API (spec/http.md): a Server that
+// answers it over one or more tenants' stores, the Client that speaks it,
+// the wire types both use, and the bearer tokens that guard it.
+//
+// Invariants the Server keeps:
+//   - every request but GET /healthz is authenticated by a bearer token
+//     (Authenticate), except the public read surface when Config.Public;
+//     a token reaches one tenant, with the role reader or writer;
+//   - one switch (answer) maps an error to its status; store failures that
+//     are not the caller's are logged and answered without their detail;
+//   - every request body is bounded and parsed strictly (duplicate keys,
+//     case-folded names, trailing data and invalid UTF-8 are refused);
+//   - one answer holds a bounded number of bytes of records
+//     (Config.MaxRecordsBytes), read from the store a few records at a time;
+//   - checkpoint answers carry Cache-Control: no-store.
+package api

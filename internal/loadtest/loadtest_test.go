@@ -1,0 +1,173 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/witness"
+)
+
+// TestRun runs a short load test against the in-process witness: every
+// request of a healthy run is answered 200 with a cosignature that
+// verifies, and the report carries the ceilings.
+func TestRun(t *testing.T) {
+	rep, err := Run(context.Background(), Config{
+		Logs: 4, StartQPS: 40, Factor: 1.5, MaxQPS: 70, Step: 400 * time.Millisecond,
+		MaxP99: 10 * time.Second, Ceiling: 50 * time.Millisecond, Dir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rep)
+	t.Logf("%s", b)
+	// How far the run gets depends on what else the machine is doing; the
+	// mechanics do not.
+	if len(rep.Steps) == 0 || rep.Requests == 0 || len(rep.ErrorsByStatus) != 0 {
+		t.Fatalf("report: %s", b)
+	}
+	best := 0.0
+	for _, s := range rep.Steps {
+		if s.Requests == 0 || s.P99Ms < s.P50Ms {
+			t.Errorf("step %+v", s)
+		}
+		if s.Pass {
+			best = max(best, s.AchievedQPS)
+		}
+	}
+	if rep.SustainedQPS != best {
+		t.Errorf("sustained %v, want the best passing step's %v", rep.SustainedQPS, best)
+	}
+	c := rep.Ceilings
+	if c.Ed25519SignVerifyPerSec <= 0 || c.Ed25519SignPerSec <= 0 || c.Ed25519VerifyPerSec <= 0 || c.CryptoBoundQPS <= 0 || c.SQLiteCommitsPerSec <= 0 {
+		t.Errorf("ceilings %+v", c)
+	}
+	if rep.Commit == nil || rep.Commit.Transactions == 0 {
+		t.Errorf("commit stats %+v", rep.Commit)
+	}
+	if rep.StoppedBecause == "" {
+		t.Error("no reason to stop")
+	}
+}
+
+// TestVerify checks that the generator's check of the witness's answers can
+// fail: a cosignature from another key, over another checkpoint, or
+// tampered is refused.
+func TestVerify(t *testing.T) {
+	skey, _, _ := checkpoint.GenerateCosignerKey(rand.Reader, "w.example")
+	c, _ := checkpoint.NewCosigner(skey)
+	other, _, _ := checkpoint.GenerateCosignerKey(rand.Reader, "w.example")
+	c2, _ := checkpoint.NewCosigner(other)
+	lskey, _, _ := checkpoint.GenerateLogKey(rand.Reader, "log.example")
+	ls, _ := checkpoint.NewSigner(lskey)
+	cp := checkpoint.Checkpoint{Origin: "log.example", Size: 3, Root: [32]byte{3}}
+	msg, _ := checkpoint.Sign(cp, ls)
+	d := &driver{verifiers: note.VerifierList(c.Verifier()), nverifiers: 1}
+	good, _ := checkpoint.SignatureLines(cp, c)
+	if !d.verify(msg, good) {
+		t.Fatal("valid cosignature refused")
+	}
+	wrongKey, _ := checkpoint.SignatureLines(cp, c2)
+	cp2 := cp
+	cp2.Size = 4
+	wrongCP, _ := checkpoint.SignatureLines(cp2, c)
+	tampered := bytes.Clone(good)
+	tampered[len(tampered)-3] ^= 1
+	for name, lines := range map[string][]byte{"other key": wrongKey, "other checkpoint": wrongCP, "tampered": tampered, "empty": nil} {
+		if d.verify(msg, lines) {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// fakeLogs returns n simulated logs that are registered nowhere, for a
+// driver pointed at a fake witness.
+func fakeLogs(t *testing.T, n int) []*simLog {
+	t.Helper()
+	logs := make([]*simLog, n)
+	for i := range logs {
+		origin := fmt.Sprintf("loadtest.invalid/fake/%d", i)
+		skey, _, err := checkpoint.GenerateLogKey(rand.Reader, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := checkpoint.NewSigner(skey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = &simLog{origin: origin, signer: s}
+	}
+	return logs
+}
+
+// fakeDriver drives a fake witness served by h.
+func fakeDriver(t *testing.T, h http.HandlerFunc, step time.Duration) *driver {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := witness.NewClient(srv.URL, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Step: step, MaxP99: 10 * time.Second}
+	cfg.defaults()
+	return &driver{cfg: cfg, client: c}
+}
+
+// TestStepCountsAnswersAfterItsEnd: the open-loop step waits for the
+// answers of every request it scheduled, even those that arrive after the
+// step's time is up, and counts them for the step.
+func TestStepCountsAnswersAfterItsEnd(t *testing.T) {
+	const step = 50 * time.Millisecond
+	var answered atomic.Int64
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(2 * step) // every answer comes after the step ended
+		answered.Add(1)
+		io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+	}, step)
+	st := d.step(context.Background(), fakeLogs(t, 4), 80) // 4 requests, one per log
+	if st.Requests != 4 || len(st.Errors) != 0 || answered.Load() != 4 {
+		t.Fatalf("step %+v, %d answered; want 4 requests, all answered 200 and counted", st, answered.Load())
+	}
+	if st.AchievedQPS != 80 {
+		t.Errorf("achieved %v qps, want the 80 scheduled: late answers count", st.AchievedQPS)
+	}
+}
+
+// TestStepLatencyFromScheduledTime: a log whose witness is slow to answer
+// sends its next request late, and that request's latency counts from the
+// time it was due, not from when it could be sent (no coordinated
+// omission).
+func TestStepLatencyFromScheduledTime(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	var first atomic.Bool
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			time.Sleep(stall) // the witness stalls on the first request only
+		}
+		io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+	}, 20*time.Millisecond)
+	// One log, two requests due 10ms apart: the second waits for the first.
+	st := d.step(context.Background(), fakeLogs(t, 1), 100)
+	if st.Requests != 2 || len(st.Errors) != 0 {
+		t.Fatalf("step %+v", st)
+	}
+	// The faster of the two answers is the second one, answered at once
+	// but due 10ms after the first was sent, so at least stall-10ms late.
+	if st.P50Ms < float64((stall-10*time.Millisecond)/time.Millisecond) {
+		t.Errorf("p50 %vms: the delayed request's latency was measured from its sending, not its due time", st.P50Ms)
+	}
+}

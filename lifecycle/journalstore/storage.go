@@ -1,0 +1,394 @@
+package journalstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/runseal/runseal/lifecycle"
+	"github.com/runseal/runseal/lifecycle/internal/model"
+	"github.com/runseal/runseal/store"
+)
+
+// Storage implements [lifecycle.Storage] and [lifecycle.Inspector] on a journal store
+// (package store): a study is a case, each trial a run, owner epochs are
+// the trial runs' lease epochs, every transition is a journal record
+// written under the fence, the outbox and the finalization claim are
+// derived from records, and a trial's terminal outcome seals its run, so a
+// study can be exported, disclosed and verified like any other runs.
+// spec/lifecycle.md section 14 is the normative description.
+//
+// Each study has a study run (its id is the case's ULID) holding the
+// records that are the authority for the study's budget, reservations,
+// finalization claim, outbox, study-scope state and every trial's end. A
+// transition that touches two runs writes the study run's record first
+// (its commit point) and then the trial run's mirror of it; a view rebuilt
+// after a crash between the two completes the mirror before anything else
+// happens to the study.
+//
+// Storage serializes the operations on each study and keeps a view
+// of it derived from the journal (rebuilt on first use in a process). Each
+// operation validates against the view, appends its records under the
+// trial's fence, and updates the view by folding exactly the records it
+// appended. Any failure after a write began discards the view, which is
+// rebuilt from the journal before the study's next operation.
+//
+// That serialization is in this process only, so a Storage must be the
+// only writer of its journal tenant's lifecycle records, and it enforces
+// it: New refuses a shared store, and holds an exclusive OS
+// lock beside the journal's file until Close, so a second JournalStorage
+// on the same file and tenant, in this process or another, is refused
+// with [ErrLocked]. Memory grows with the studies used: each study's view
+// stays loaded.
+type Storage struct {
+	j store.Journal
+
+	lock   io.Closer    // the one-writer lock; nil for an in-memory journal
+	closed atomic.Bool  // set by Close; operations then fail
+	life   sync.RWMutex // writers outside a study's lock hold it shared; Close exclusive
+
+	mu         sync.Mutex
+	studies    map[lifecycle.StudyID]*jstudy
+	trialStudy map[lifecycle.TrialID]lifecycle.StudyID
+}
+
+// jstudy is one study's serialization point and view.
+type jstudy struct {
+	mu     sync.Mutex
+	id     lifecycle.StudyID
+	caseID store.CaseID
+	v      *jview // nil: not loaded, or discarded after a failed write
+}
+
+var _ interface {
+	lifecycle.Storage
+	lifecycle.Inspector
+} = (*Storage)(nil)
+
+// New returns a Storage writing to j, which holds the
+// journal tenant's one-writer lock until Close. It refuses a store that
+// several processes write (j.IsShared()) with KindUnsupported: the study's
+// serialization lives in this process, and cross-process safety is not
+// proven (spec/lifecycle.md section 14). It refuses a journal whose lock
+// another JournalStorage holds with a KindConflict error that is also
+// [ErrLocked] and carries a [*LockedError], and a journal that is not a
+// local file (nor wraps one, through an Unwrap() store.Journal method) with
+// KindUnsupported, since it could not enforce the rule.
+func New(j store.Journal) (*Storage, error) {
+	const op = "new_journal_storage"
+	if j == nil {
+		return nil, lifecycle.NewError(lifecycle.KindInvalid, op, "no journal")
+	}
+	if j.IsShared() {
+		return nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "the journal is shared by several processes; JournalStorage serializes a study in one process and cannot prove cross-process safety")
+	}
+	lock, err := takeWriterLock(context.Background(), op, j)
+	if err != nil {
+		return nil, err
+	}
+	return &Storage{j: j, lock: lock, studies: map[lifecycle.StudyID]*jstudy{}, trialStudy: map[lifecycle.TrialID]lifecycle.StudyID{}}, nil
+}
+
+// Close waits for the operations in progress, releases the one-writer
+// lock and makes every later operation fail (KindStorage). It does not
+// close the journal, which the caller opened.
+func (s *Storage) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.mu.Lock()
+	studies := slices.Collect(maps.Values(s.studies))
+	s.mu.Unlock()
+	for _, st := range studies {
+		st.mu.Lock()
+		st.v = nil
+		st.mu.Unlock()
+	}
+	if s.lock == nil {
+		return nil
+	}
+	return s.lock.Close()
+}
+
+// ErrClosed is the cause (inside a lifecycle.KindStorage error) of every
+// operation on a Storage after Close.
+var ErrClosed = errors.New("the lifecycle storage is closed")
+
+func journalError(op string, err error) error {
+	var ce *InconsistentError
+	if errors.As(err, &ce) {
+		return &lifecycle.Error{Kind: lifecycle.KindStorage, Op: op, Detail: "the journal's lifecycle records are inconsistent", Err: err}
+	}
+	return lifecycle.StorageError(op, err)
+}
+
+// openStudy returns the study locked, with a current view.
+func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID) (*jstudy, error) {
+	c, err := store.ParseCaseID(string(id))
+	if err != nil || c.IsZero() || c.String() != string(id) {
+		return nil, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", id)
+	}
+	s.mu.Lock()
+	st := s.studies[id]
+	if st == nil {
+		st = &jstudy{id: id, caseID: c}
+		s.studies[id] = st
+	}
+	s.mu.Unlock()
+	st.mu.Lock()
+	if s.closed.Load() {
+		st.mu.Unlock()
+		return nil, lifecycle.StorageError(op, ErrClosed)
+	}
+	if st.v == nil {
+		v, err := s.rebuild(ctx, op, c)
+		if err != nil {
+			st.mu.Unlock()
+			if lifecycle.KindOf(err) == lifecycle.KindNotFound {
+				s.mu.Lock()
+				if s.studies[id] == st {
+					delete(s.studies, id)
+				}
+				s.mu.Unlock()
+			}
+			return nil, err
+		}
+		st.v = v
+	}
+	return st, nil
+}
+
+// studyOf finds the study of a trial: from memory, or from the trial run's
+// first record, which carries the case.
+func (s *Storage) studyOf(ctx context.Context, op string, id lifecycle.TrialID) (lifecycle.StudyID, error) {
+	s.mu.Lock()
+	sid, ok := s.trialStudy[id]
+	s.mu.Unlock()
+	if ok {
+		return sid, nil
+	}
+	run, err := store.ParseRunID(string(id))
+	if err != nil || run.IsZero() || run.String() != string(id) {
+		return "", lifecycle.NewError(lifecycle.KindNotFound, op, "trial %q", id)
+	}
+	recs, err := s.j.ReadPage(ctx, run, 1, 1)
+	if err != nil {
+		return "", journalError(op, err)
+	}
+	if len(recs) == 0 || !admittedFrom(recs[0], TrialSource) {
+		return "", lifecycle.NewError(lifecycle.KindNotFound, op, "trial %q", id)
+	}
+	return lifecycle.StudyID(recs[0].Case.String()), nil
+}
+
+// admittedFrom reports whether r is a RunAdmitted from source, stamped
+// with a case.
+func admittedFrom(r store.Record, source string) bool {
+	if r.Kind != store.KindRunAdmitted || r.Seq != 1 || r.Case.IsZero() {
+		return false
+	}
+	var f fRunAdmitted
+	return json.Unmarshal(r.Fields, &f) == nil && f.Source == source
+}
+
+// openTrial returns the trial's study locked, with a current view, and the
+// trial.
+func (s *Storage) openTrial(ctx context.Context, op string, id lifecycle.TrialID) (*jstudy, *jtrial, error) {
+	sid, err := s.studyOf(ctx, op, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := s.openStudy(ctx, op, sid)
+	if lifecycle.KindOf(err) == lifecycle.KindNotFound {
+		return nil, nil, lifecycle.NewError(lifecycle.KindNotFound, op, "trial %q", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	t := st.v.byID[id]
+	if t == nil {
+		st.mu.Unlock()
+		return nil, nil, lifecycle.NewError(lifecycle.KindNotFound, op, "trial %q", id)
+	}
+	return st, t, nil
+}
+
+func (s *Storage) openManaged(ctx context.Context, op string, id lifecycle.TrialID) (*jstudy, *jtrial, error) {
+	st, t, err := s.openTrial(ctx, op, id)
+	if err == nil && !t.Managed {
+		st.mu.Unlock()
+		return nil, nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "trial %q is not lifecycle-managed", id)
+	}
+	return st, t, err
+}
+
+// openOwned returns the trial if tok is exactly its current owner.
+func (s *Storage) openOwned(ctx context.Context, op string, tok lifecycle.TrialOwnerToken) (*jstudy, *jtrial, error) {
+	st, t, err := s.openManaged(ctx, op, tok.Trial)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l := t.Lease; l.State != lifecycle.TrialRunning || l.Owner != tok.Owner || l.Epoch != tok.Epoch {
+		st.mu.Unlock()
+		return nil, nil, lifecycle.NewError(lifecycle.KindLeaseLost, op, "trial %q is %s under owner %q epoch %d; token is owner %q epoch %d",
+			t.ID, l.State, l.Owner, l.Epoch, tok.Owner, tok.Epoch)
+	}
+	return st, t, nil
+}
+
+func (s *Storage) onTrial(study lifecycle.StudyID) func(lifecycle.TrialID) {
+	return func(t lifecycle.TrialID) {
+		s.mu.Lock()
+		s.trialStudy[t] = study
+		s.mu.Unlock()
+	}
+}
+
+// CreateStudy creates a study: a case, and its study run holding the
+// StudyOpened record. It stands in for the surrounding study storage.
+func (s *Storage) CreateStudy(ctx context.Context, spec lifecycle.StudySpec) (lifecycle.StudyID, error) {
+	const op = "create_study"
+	if err := model.Begin(ctx, op); err != nil {
+		return "", err
+	}
+	if err := spec.Validate(); err != nil {
+		return "", model.WithOp(op, err)
+	}
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed.Load() {
+		return "", lifecycle.StorageError(op, ErrClosed)
+	}
+	c := store.NewCaseID()
+	id := lifecycle.StudyID(c.String())
+	run := studyRunID(c)
+	admitted, err := encodeFields(fRunAdmitted{Source: StudySource})
+	if err != nil {
+		return "", lifecycle.StorageError(op, err)
+	}
+	opened, err := encodeFields(fStudyOpened{Format: journalFormat, Spec: spec})
+	if err != nil {
+		return "", lifecycle.StorageError(op, err)
+	}
+	// The study run's lease is never released: the study run is written
+	// under this one epoch, and anyone else's append to it is fenced.
+	l, err := s.j.Acquire(ctx, run, journalOwner, store.MaxTTL)
+	if err != nil {
+		return "", lifecycle.StorageError(op, err)
+	}
+	recs, err := s.j.Append(ctx, l.Epoch, []store.Append{
+		{Run: run, Case: c, Kind: store.KindRunAdmitted, Fields: admitted},
+		{Run: run, Case: c, Kind: RecordStudyOpened, Fields: opened},
+	})
+	if err != nil {
+		return "", lifecycle.StorageError(op, err)
+	}
+	v := newView(c, s.onTrial(id))
+	for _, r := range recs {
+		if err := v.applyStudy(r); err != nil {
+			return "", journalError(op, err)
+		}
+	}
+	s.mu.Lock()
+	s.studies[id] = &jstudy{id: id, caseID: c, v: v}
+	s.mu.Unlock()
+	return id, nil
+}
+
+// CreateUnmanagedTrial creates a trial outside the lifecycle protocol, as
+// plain study CRUD would: it consumes a trial number and is a run of the
+// study's case, but every lifecycle operation addressed to it answers
+// KindUnsupported.
+func (s *Storage) CreateUnmanagedTrial(ctx context.Context, study lifecycle.StudyID, state lifecycle.TrialState) (lifecycle.TrialID, error) {
+	const op = "create_unmanaged_trial"
+	if err := model.Begin(ctx, op); err != nil {
+		return "", err
+	}
+	if !state.Valid() {
+		return "", lifecycle.NewError(lifecycle.KindInvalid, op, "unknown state %q", state)
+	}
+	st, err := s.openStudy(ctx, op, study)
+	if err != nil {
+		return "", err
+	}
+	defer st.mu.Unlock()
+	id := lifecycle.TrialID(store.NewRunID().String())
+	if err := s.transition(ctx, op, st, RecordTrialReserved, fTrialReserved{Trial: id, Number: st.v.Study.Trials, Managed: false, State: state}); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// Studies lists the studies of the journal: the runs admitted from
+// StudySource, which is the journal's source index, and the studies this
+// value holds. A run listed there that does not open as a study is left
+// out by the operations that load them.
+func (s *Storage) Studies(ctx context.Context) ([]lifecycle.StudyID, error) {
+	const op = "studies"
+	if err := model.Begin(ctx, op); err != nil {
+		return nil, err
+	}
+	ids, err := journalStudies(ctx, s.j)
+	if err != nil {
+		return nil, lifecycle.StorageError(op, err)
+	}
+	s.mu.Lock()
+	for id := range s.studies {
+		ids[id] = true
+	}
+	s.mu.Unlock()
+	return slices.Sorted(maps.Keys(ids)), nil
+}
+
+func journalStudies(ctx context.Context, j store.Journal) (map[lifecycle.StudyID]bool, error) {
+	ids := map[lifecycle.StudyID]bool{}
+	var after *store.Activity
+	for {
+		page, err := j.RecentRunsFrom(ctx, StudySource, after, store.MaxLimit)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			return ids, nil
+		}
+		for _, a := range page {
+			ids[lifecycle.StudyID(a.Run.String())] = true
+		}
+		after = &page[len(page)-1]
+	}
+}
+
+// InspectStudy implements [lifecycle.Inspector].
+func (s *Storage) InspectStudy(ctx context.Context, study lifecycle.StudyID) (lifecycle.Study, error) {
+	const op = "inspect_study"
+	if err := model.Begin(ctx, op); err != nil {
+		return lifecycle.Study{}, err
+	}
+	st, err := s.openStudy(ctx, op, study)
+	if err != nil {
+		return lifecycle.Study{}, err
+	}
+	defer st.mu.Unlock()
+	return st.v.Study.Snapshot(), nil
+}
+
+// InspectTrial implements [lifecycle.Inspector].
+func (s *Storage) InspectTrial(ctx context.Context, trial lifecycle.TrialID) (lifecycle.Trial, error) {
+	const op = "inspect_trial"
+	if err := model.Begin(ctx, op); err != nil {
+		return lifecycle.Trial{}, err
+	}
+	st, t, err := s.openTrial(ctx, op, trial)
+	if err != nil {
+		return lifecycle.Trial{}, err
+	}
+	defer st.mu.Unlock()
+	return t.Trial.Snapshot(), nil
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test of runseal, after installing what the tests need and the
+# machine lacks (PostgreSQL server binaries, SoftHSM2, Chromium: each .ci/*.sh
+# below installs its package only when it is absent, which needs root or
+# sudo-less apt-get). This is the README's test command, and .ci/run calls it.
+#
+#   bash scripts/test.sh            # everything, as CI runs it
+#   RUNSEAL_QUICK=1 bash scripts/test.sh   # go test ./... only, no race runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+go version
+
+# System packages the tests need; each script is sourced so that what it
+# exports (paths, module locations) reaches the tests.
+for dep in .ci/postgres.sh .ci/softhsm.sh .ci/chromium.sh; do
+	if [ -f "$dep" ]; then
+		# shellcheck disable=SC1090
+		source "$dep"
+	fi
+done
+
+test -z "$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+go vet ./...
+go test ./...
+if [ "${RUNSEAL_QUICK:-}" = "1" ]; then
+	exit 0
+fi
+# The concurrent packages under the race detector: group commit, the
+# conformance suites' races, the witness and its publisher, lifecycle races.
+go test -race -count=1 $(go list ./store/sqlite/... ./store/storetest/... ./witness/... ./cmd/witness/... ./lifecycle/... ./cmd/journal/... ./internal/... 2>/dev/null)
+# The shared backend under the race detector, and its multi-process
+# active-active test for more rounds than the default run.
+go test -race -count=1 ./store/postgres/...
+RUNSEAL_PG_AA_ROUNDS=6 go test -count=1 -run '^TestActiveActive$' ./store/postgres/

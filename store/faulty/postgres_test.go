@@ -1,0 +1,31 @@
+package faulty_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/runseal/runseal/internal/pgtest"
+	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
+	"github.com/runseal/runseal/store/postgres"
+	"github.com/runseal/runseal/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestConformancePostgresFaultsOff runs the suite through the decorator,
+// with no fault scheduled, over PostgreSQL.
+func TestConformancePostgresFaultsOff(t *testing.T) {
+	storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
+		s, err := postgres.New(context.Background(), pgtest.Pool(tb), postgres.Options{
+			Tenant: "t" + strings.ToLower(ulid.Make().String()), Schema: "runseal_faulty_test"})
+		if err != nil {
+			tb.Fatalf("open postgres store: %v", err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return faulty.New(s, faulty.Options{Seed: 1}), storetest.SleepClock{}
+	}})
+}

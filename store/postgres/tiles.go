@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runseal/runseal/store"
+)
+
+// maxLogRange bounds one LogLeaves or LogNodes call, so that a caller
+// cannot make one read hold an unbounded result; tiles read 256 at a time.
+const maxLogRange = 1 << 16
+
+func logRange(start, end uint64) error {
+	if end < start || end-start > maxLogRange || end > 1<<62 {
+		return &store.InvalidArgumentError{Field: "range", Detail: fmt.Sprintf("[%d, %d) is not a range of at most %d log positions", start, end, maxLogRange)}
+	}
+	return nil
+}
+
+// LogLeaves returns the leaf values (sealed runs' terminal hashes) at log
+// indexes start to end-1, for the tlog-tiles entry bundles; a position the
+// log does not hold is a NotFoundError, never skipped.
+func (s *Store) LogLeaves(ctx context.Context, start, end uint64) ([]store.Digest, error) {
+	if err := logRange(start, end); err != nil {
+		return nil, err
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT log_index, leaf FROM `+pgx.Identifier{s.schema}.Sanitize()+`.runs WHERE tenant=$1 AND log_index>=$2 AND log_index<$3 ORDER BY log_index`,
+		s.tenant, int64(start), int64(end))
+	if err != nil {
+		return nil, s.readErr("log leaves", err)
+	}
+	out, err := scanRange(rows, "log leaf", start, end)
+	return out, s.readErr("log leaves", err)
+}
+
+// LogNodes returns the stored Merkle node hashes at tree level for indexes
+// start to end-1 (level 0 holds leaf hashes), for the tlog-tiles hash tiles.
+func (s *Store) LogNodes(ctx context.Context, level uint, start, end uint64) ([]store.Digest, error) {
+	if err := logRange(start, end); err != nil {
+		return nil, err
+	}
+	if level > 63 {
+		return nil, &store.InvalidArgumentError{Field: "level", Detail: fmt.Sprintf("%d is above 63", level)}
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT idx, hash FROM `+pgx.Identifier{s.schema}.Sanitize()+`.log_nodes WHERE tenant=$1 AND level=$2 AND idx>=$3 AND idx<$4 ORDER BY idx`,
+		s.tenant, int32(level), int64(start), int64(end))
+	if err != nil {
+		return nil, s.readErr("log nodes", err)
+	}
+	out, err := scanRange(rows, fmt.Sprintf("log node at level %d", level), start, end)
+	return out, s.readErr("log nodes", err)
+}
+
+// scanRange reads (index, 32-byte hash) rows that must be exactly the
+// indexes start to end-1 in order.
+func scanRange(rows pgx.Rows, what string, start, end uint64) ([]store.Digest, error) {
+	defer rows.Close()
+	out := make([]store.Digest, 0, end-start)
+	for rows.Next() {
+		var idx int64
+		var h []byte
+		if err := rows.Scan(&idx, &h); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		want := start + uint64(len(out))
+		if idx < 0 || uint64(idx) != want {
+			return nil, &store.NotFoundError{What: fmt.Sprintf("%s %d", what, want)}
+		}
+		if len(h) != 32 {
+			return nil, &store.CorruptError{Detail: fmt.Sprintf("%s %d is %d bytes", what, idx, len(h))}
+		}
+		out = append(out, store.Digest(h))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if uint64(len(out)) != end-start {
+		return nil, &store.NotFoundError{What: fmt.Sprintf("%s %d", what, start+uint64(len(out)))}
+	}
+	return out, nil
+}

@@ -1,0 +1,233 @@
+package tiles
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/store"
+)
+
+// arrayLog is a Source over the tile levels held as arrays (level k:
+// the hashes of the complete subtrees of 256^k leaves), compact enough
+// for 10^6 leaves.
+type arrayLog struct {
+	leaves []log.Hash
+	lv     [][]log.Hash
+	signer note.Signer
+	origin string
+	latest *store.SignedCheckpoint
+	cr     *compact.Range
+}
+
+func newArrayLog(b testing.TB) *arrayLog {
+	m := newMemLog(b)
+	return &arrayLog{signer: m.signer, origin: m.origin, lv: [][]log.Hash{nil}, cr: rangeFactory.NewEmptyRange(0)}
+}
+
+func (a *arrayLog) grow(b testing.TB, n int) {
+	for range n {
+		v := leafValue(uint64(len(a.leaves)))
+		a.leaves = append(a.leaves, v)
+		lh := log.LeafHash(v)
+		a.lv[0] = append(a.lv[0], lh)
+		a.cr.Append(lh[:], nil)
+	}
+	for k := 0; ; k++ {
+		if len(a.lv[k]) < Width {
+			break
+		}
+		if k+1 == len(a.lv) {
+			a.lv = append(a.lv, nil)
+		}
+		for i := len(a.lv[k+1]); (i+1)*Width <= len(a.lv[k]); i++ {
+			a.lv[k+1] = append(a.lv[k+1], subtreeHash(a.lv[k][i*Width:(i+1)*Width]))
+		}
+	}
+	root, err := a.cr.GetRootHash(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cp := checkpoint.Checkpoint{Origin: a.origin, Size: uint64(len(a.leaves)), Root: log.Hash(root)}
+	msg, err := note.Sign(&note.Note{Text: string(cp.Marshal())}, a.signer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a.latest = &store.SignedCheckpoint{Size: cp.Size, Root: store.Digest(root), Note: msg}
+}
+
+func (a *arrayLog) root() log.Hash { return log.Hash(a.latest.Root) }
+
+func (a *arrayLog) LatestCheckpoint(context.Context) (*store.SignedCheckpoint, error) {
+	return a.latest, nil
+}
+func (a *arrayLog) LatestWitnessed(context.Context) (*store.SignedCheckpoint, error) { return nil, nil }
+func (a *arrayLog) LogLeaves(_ context.Context, start, end uint64) ([]store.Digest, error) {
+	out := make([]store.Digest, 0, end-start)
+	for _, l := range a.leaves[start:end] {
+		out = append(out, store.Digest(l))
+	}
+	return out, nil
+}
+func (a *arrayLog) LogNodes(_ context.Context, level uint, start, end uint64) ([]store.Digest, error) {
+	k, r := level/8, level%8
+	out := make([]store.Digest, 0, end-start)
+	for i := start; i < end; i++ {
+		out = append(out, store.Digest(subtreeHash(a.lv[k][i<<r:(i+1)<<r])))
+	}
+	return out, nil
+}
+
+// memFetcher serves a layout from memory, counting fetches.
+type memFetcher struct {
+	l    *Log
+	size uint64
+}
+
+func (m memFetcher) Fetch(ctx context.Context, p string) ([]byte, error) {
+	r, err := ParsePath(p)
+	if err != nil {
+		return nil, err
+	}
+	return m.l.Resource(ctx, r, m.size)
+}
+
+var (
+	benchOnce sync.Once
+	benchLog  *arrayLog
+)
+
+const benchSize = 1_000_000
+
+func millionLeaves(b *testing.B) *arrayLog {
+	benchOnce.Do(func() {
+		benchLog = newArrayLog(b)
+		benchLog.grow(b, benchSize)
+	})
+	return benchLog
+}
+
+// BenchmarkInclusionProof builds and verifies inclusion proofs at 10^6
+// leaves from tiles: cold (a fresh tree and no cache per proof: every tile
+// fetched), with a tile cache shared across trees (an auditor checking
+// many runs), and the ceiling: the same proof read straight from the node
+// store with no tiles, no fetching and no authentication. Run with
+// -count to alternate them.
+func BenchmarkInclusionProof(b *testing.B) {
+	a := millionLeaves(b)
+	ctx := context.Background()
+	f := memFetcher{l: NewLog(a), size: benchSize}
+	root := a.root()
+	idx := func(i int) uint64 { return uint64(i) * 7919 % benchSize }
+	b.Run("tiles-cold", func(b *testing.B) {
+		fetches := 0
+		for i := 0; b.Loop(); i++ {
+			t := NewTree(benchSize, root, f, nil)
+			p, err := t.InclusionProof(ctx, idx(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := log.VerifyInclusion(leafValue(idx(i)), idx(i), benchSize, p, root); err != nil {
+				b.Fatal(err)
+			}
+			fetches += t.Fetches
+		}
+		b.ReportMetric(float64(fetches)/float64(b.N), "tiles/proof")
+	})
+	b.Run("tiles-cached", func(b *testing.B) {
+		cache := NewCache(8192)
+		fetches := 0
+		for i := 0; b.Loop(); i++ {
+			t := NewTree(benchSize, root, f, cache)
+			p, err := t.InclusionProof(ctx, idx(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := log.VerifyInclusion(leafValue(idx(i)), idx(i), benchSize, p, root); err != nil {
+				b.Fatal(err)
+			}
+			fetches += t.Fetches
+		}
+		b.ReportMetric(float64(fetches)/float64(b.N), "tiles/proof")
+	})
+	b.Run("ceiling-nodestore", func(b *testing.B) {
+		nr := nodeReader{src: a}
+		for i := 0; b.Loop(); i++ {
+			p, err := log.InclusionProof(ctx, nr, idx(i), benchSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := log.VerifyInclusion(leafValue(idx(i)), idx(i), benchSize, p, root); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSync writes the layout of 10^6 leaves into an empty directory,
+// then one incremental sync after 1,000 more leaves; the ceiling writes the
+// same number of files of the same sizes with the same write, fsync,
+// rename and directory fsync, and nothing else. The source is in memory,
+// so this measures the layout writing, not a database's reads.
+func BenchmarkSync(b *testing.B) {
+	if testing.Short() {
+		b.Skip("writes 10^6 leaves of tiles")
+	}
+	ctx := context.Background()
+	b.StopTimer()
+	for range b.N {
+		a := newArrayLog(b)
+		a.grow(b, benchSize)
+		dir := b.TempDir()
+		b.StartTimer()
+		t0 := time.Now()
+		res, err := Sync(ctx, NewLog(a), dir, SyncOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		full := time.Since(t0)
+		a.grow(b, 1000)
+		b.StartTimer()
+		t1 := time.Now()
+		res2, err := Sync(ctx, NewLog(a), dir, SyncOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		inc := time.Since(t1)
+		b.ReportMetric(float64(benchSize)/full.Seconds(), "leaves/s-from-empty")
+		b.ReportMetric(float64(res.Tiles+res.Bundles), "files-from-empty")
+		b.ReportMetric(float64(inc.Milliseconds()), "ms-incremental-1000")
+		b.ReportMetric(float64(res2.Tiles+res2.Bundles), "files-incremental")
+
+		// Ceiling: the same files, bytes and fsyncs, no reading or hashing.
+		cdir := b.TempDir()
+		w := &dirWriter{dir: cdir, touched: map[string]bool{}}
+		os.MkdirAll(filepath.Join(cdir, stagingName), 0o755)
+		b.StartTimer()
+		t2 := time.Now()
+		buf := make([]byte, FullTileSize)
+		for _, r := range Refs(benchSize, 0) {
+			if err := w.write(r.Path(), buf[:min(len(buf), r.W*34)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.syncDirs(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		ceil := time.Since(t2)
+		b.ReportMetric(float64(benchSize)/ceil.Seconds(), "leaves/s-ceiling-files-only")
+		fmt.Fprintf(os.Stderr, "sync: %+v in %s; incremental %+v in %s; ceiling %s\n", res, full, res2, inc, ceil)
+	}
+}
