@@ -1,13 +1,16 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/transparency-dev/merkle/compact"
 
@@ -56,7 +59,7 @@ func CreateSealedLog(ctx context.Context, path string, n int) (runs []store.RunI
 			return nil, nil, err
 		}
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=cache_size(-262144)&_txlock=immediate")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,7 +74,13 @@ func CreateSealedLog(ctx context.Context, path string, n int) (runs []store.RunI
 	for i, r := range runs {
 		runArgs = append(runArgs, tenant, r.String(), leaves[i][:], int64(i), leaves[i][:])
 	}
-	for id, h := range tree {
+	// Rows go in in key order: a b-tree filled in order writes each page
+	// once, in random order it rewrites pages out of a small cache.
+	ids := slices.SortedFunc(maps.Keys(tree), func(a, b compact.NodeID) int {
+		return cmp.Or(cmp.Compare(a.Level, b.Level), cmp.Compare(a.Index, b.Index))
+	})
+	for _, id := range ids {
+		h := tree[id]
 		nodeArgs = append(nodeArgs, tenant, int64(id.Level), int64(id.Index), h[:])
 	}
 	tx, err := db.BeginTx(ctx, nil)
