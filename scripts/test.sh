@@ -27,8 +27,11 @@ if [ "${RUNSEAL_QUICK:-}" = "1" ]; then
 	exit 0
 fi
 # The concurrent packages under the race detector: group commit, the
-# conformance suites' races, the witness and its publisher, lifecycle races.
-go test -race -count=1 $(go list ./store/sqlite/... ./store/storetest/... ./witness/... ./cmd/witness/... ./lifecycle/... ./cmd/journal/... ./internal/... 2>/dev/null)
+# conformance suites' races and the decorators, the HTTP API, the witness
+# and its publisher, tiles, lifecycle races.
+go test -race -count=1 ./internal/... ./store/sqlite/... ./store/storetest/... ./store/sealed/... \
+	./store/faulty/... ./api/... ./witness/... ./publish/... ./tiles/... ./cmd/witness/... \
+	./lifecycle/... ./cmd/journal/...
 # The shared backend under the race detector, and its multi-process
 # active-active test for more rounds than the default run.
 go test -race -count=1 ./store/postgres/...

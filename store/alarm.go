@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -34,4 +35,16 @@ type AlarmStore interface {
 	RecordWitnessAlarm(ctx context.Context, a WitnessAlarm) error
 	// WitnessAlarms returns every alarm kept for the tenant, oldest first.
 	WitnessAlarms(ctx context.Context) ([]WitnessAlarm, error)
+}
+
+// Validate checks what every backend needs of an alarm: a witness, a kind,
+// and sizes a signed 64-bit column holds.
+func (a WitnessAlarm) Validate() error {
+	if a.Witness == "" || a.Kind == "" {
+		return &InvalidArgumentError{Field: "alarm", Detail: "witness and kind are required"}
+	}
+	if a.Reported > math.MaxInt64 || a.Cosigned > math.MaxInt64 {
+		return &InvalidArgumentError{Field: "alarm", Detail: "size above 2^63-1"}
+	}
+	return nil
 }

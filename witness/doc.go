@@ -37,6 +37,9 @@
 //		// the witness is at conflict.Size: send a proof from there
 //	}
 //
+// The journal side of witnessing, an outbox of checkpoints published to
+// the witnesses of a policy, is package publish, built on this Client.
+//
 // Errors on both sides wrap one sentinel per protocol outcome
 // (ErrMalformedRequest, ErrUnknownLog, ErrNotTrusted, ErrConflict,
 // ErrInconsistent, ErrRateLimited, ErrUnavailable), and StatusCode maps

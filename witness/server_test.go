@@ -732,3 +732,36 @@ func TestStatus503(t *testing.T) {
 		t.Errorf("monitoring read of closed state: %d", code)
 	}
 }
+
+// TestReplayedHeldCheckpointIsWrittenOncePerSecond: resubmissions of the held
+// checkpoint are free of the log's quota, so they must not be free writes
+// either: within one second they are answered from memory, and the state
+// file is written at most once a second whatever their number.
+func TestReplayedHeldCheckpointIsWrittenOncePerSecond(t *testing.T) {
+	e := newEnv(t)
+	l := newTestLog(t, "log.example/a")
+	e.addLog(l)
+	l.tree.grow(3)
+	e.mustCosign(l, 0, 3)
+	commits := testCount(t, e, "witness_commit_group_size_count")
+	var first string
+	for i := range 50 {
+		code, _, lines := e.post(request(3, nil, l.note(t, 3, nil)))
+		if code != 200 || (i > 0 && lines != first) {
+			t.Fatalf("resubmission %d: %d %q", i, code, lines)
+		}
+		first = lines
+	}
+	if got := testCount(t, e, "witness_commit_group_size_count"); got != commits {
+		t.Fatalf("%v commits for 50 resubmissions within the second of the cosignature, want none", got-commits)
+	}
+	e.clock.Advance(time.Second)
+	for range 50 {
+		if code, _, lines := e.post(request(3, nil, l.note(t, 3, nil))); code != 200 || lines == first {
+			t.Fatalf("resubmission a second later: %d %q, want a fresh cosignature", code, lines)
+		}
+	}
+	if got := testCount(t, e, "witness_commit_group_size_count"); got != commits+1 {
+		t.Fatalf("%v commits for 50 resubmissions within the next second, want 1", got-commits)
+	}
+}

@@ -60,6 +60,9 @@ type casUpdate struct {
 // oldRoot), and an error wrapping ErrNotTrusted if none of u.keys is still
 // configured. It returns only once the write is durable.
 func (s *Store) commitCheckpoint(ctx context.Context, u *casUpdate) error {
+	if len(u.keys) == 1 {
+		return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.casOneKey(ctx, tx, u) })
+	}
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		trusted := false
 		for _, k := range u.keys {
@@ -85,6 +88,30 @@ func (s *Store) commitCheckpoint(ctx context.Context, u *casUpdate) error {
 		}
 		return nil
 	})
+}
+
+// casOneKey is commitCheckpoint for a note verified by one key, the usual
+// case: the key check and the compare-and-swap are one statement, and only
+// when it changes nothing does a second one tell which condition failed.
+func (s *Store) casOneKey(ctx context.Context, tx *sql.Tx, u *casUpdate) error {
+	res, err := tx.StmtContext(ctx, s.casUpdateKey).ExecContext(ctx,
+		int64(u.newSize), u.newRoot[:], u.note, u.cosignedAt, u.origin, int64(u.oldSize), u.oldRoot[:], u.origin, u.keys[0])
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 1 {
+		return nil
+	}
+	var trusted bool
+	if err := tx.StmtContext(ctx, s.keyExists).QueryRowContext(ctx, u.origin, u.keys[0]).Scan(&trusted); err != nil {
+		return err
+	}
+	if !trusted {
+		return refuse(fmt.Errorf("%w: the key that signed was removed from %q", ErrNotTrusted, u.origin))
+	}
+	return refuse(errStateChanged)
 }
 
 // Kinds of evidence.

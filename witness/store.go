@@ -113,7 +113,7 @@ type Store struct {
 	// Statements of the add-checkpoint path, prepared once on the writer's
 	// connection: at thousands of writes a second, parsing SQL again for
 	// each would cost the single writer more than the writes.
-	savepoint, release, rollbackTo, keyExists, casUpdate *sql.Stmt
+	savepoint, release, rollbackTo, keyExists, casUpdate, casUpdateKey *sql.Stmt
 
 	// logRow is the configuration read of the add-checkpoint path, on
 	// the reader pool (database/sql prepares it on each reader once).
@@ -132,6 +132,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.keyExists, "SELECT EXISTS(SELECT 1 FROM log_keys WHERE origin = ? AND vkey = ?)"},
 		{&s.casUpdate, `UPDATE logs SET size = ?, root = ?, note = ?, cosigned_at = ?
 			WHERE origin = ? AND size = ? AND root = ?`},
+		{&s.casUpdateKey, `UPDATE logs SET size = ?, root = ?, note = ?, cosigned_at = ?
+			WHERE origin = ? AND size = ? AND root = ?
+			AND EXISTS(SELECT 1 FROM log_keys WHERE origin = ? AND vkey = ?)`},
 	} {
 		st, err := s.wdb.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -297,7 +300,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.logRow} {
+	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.casUpdateKey, s.logRow} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

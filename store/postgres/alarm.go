@@ -13,11 +13,8 @@ var _ store.AlarmStore = (*Store)(nil)
 
 // RecordWitnessAlarm implements store.AlarmStore.
 func (s *Store) RecordWitnessAlarm(ctx context.Context, a store.WitnessAlarm) error {
-	if a.Witness == "" || a.Kind == "" {
-		return &store.InvalidArgumentError{Field: "alarm", Detail: "witness and kind are required"}
-	}
-	if a.Reported > 1<<63-1 || a.Cosigned > 1<<63-1 {
-		return &store.InvalidArgumentError{Field: "alarm", Detail: "size above 2^63-1"}
+	if err := a.Validate(); err != nil {
+		return err
 	}
 	return s.inTx(ctx, "record witness alarm", func(tx pgx.Tx) error {
 		at := any(nil)

@@ -24,7 +24,7 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
-	s     *Store // the tenant's handle it came through
+	s     *Store // the tenant's view that submitted it
 	run   store.RunID
 	epoch store.Epoch
 	batch []store.Append
@@ -47,30 +47,40 @@ type batchRun struct {
 }
 
 // appendBatch implements groupcommit.Batch for appendReq values. The
-// tenants of a file share its writer: each stretch of one tenant's appends
-// is written through that tenant's handle.
-func appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]error, error) {
-	reqs := make([]*appendReq, len(items))
+// writer is the file's, shared by every tenant's view of it, so one batch
+// can hold appends of several tenants: each tenant's appends are decided
+// and written by the view that submitted them, in their order, and never
+// under another tenant's name.
+func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]error, error) {
+	refusals := make([]error, len(items))
+	var order []string
+	byTenant := map[string][]int{}
 	for i, it := range items {
-		reqs[i] = it.(*appendReq)
-	}
-	var refusals []error
-	for lo := 0; lo < len(reqs); {
-		hi := lo + 1
-		for hi < len(reqs) && reqs[hi].s.tenant == reqs[lo].s.tenant {
-			hi++
+		t := it.(*appendReq).s.tenant
+		if _, ok := byTenant[t]; !ok {
+			order = append(order, t)
 		}
-		rs, err := reqs[lo].s.appendTenantBatch(ctx, tx, reqs[lo:hi])
+		byTenant[t] = append(byTenant[t], i)
+	}
+	for _, t := range order {
+		idx := byTenant[t]
+		reqs := make([]*appendReq, len(idx))
+		for k, i := range idx {
+			reqs[k] = items[i].(*appendReq)
+		}
+		errs, err := reqs[0].s.appendTenantBatch(ctx, tx, reqs)
 		if err != nil {
 			return nil, err
 		}
-		refusals = append(refusals, rs...)
-		lo = hi
+		for k, i := range idx {
+			refusals[i] = errs[k]
+		}
 	}
 	return refusals, nil
 }
 
-// appendTenantBatch writes reqs, all of s's tenant.
+// appendTenantBatch decides and writes a batch of one tenant's appends,
+// all submitted through s.
 func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq) ([]error, error) {
 	runs, err := s.loadBatchRuns(ctx, tx, reqs)
 	if err != nil {

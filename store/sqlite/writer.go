@@ -23,7 +23,7 @@ func (s *Store) startWriter(maxGroup int, batchAppends bool) {
 		Current: func(tx *sql.Tx) { s.wtx.Store(tx) },
 	}
 	if batchAppends {
-		c.Batch = appendBatch
+		c.Batch = s.appendBatch
 	}
 	s.writes = groupcommit.New(groupcommit.Config[groupcommit.Work]{Attempt: c.Attempt, MaxGroup: maxGroup})
 }
