@@ -72,39 +72,32 @@ func notFound(format string, args ...any) error {
 var errUnauthorized = &Error{Status: http.StatusUnauthorized, Message: "a valid bearer token is required"}
 
 // answer is how the server answers err: its status, the field at fault, the
-// message to send, and whether the operator must hear of it. This switch is
-// the one place an error meets a status.
-func answer(err error) (status int, field, msg string, logIt bool) {
+// message to send, and what to log for the operator ("" when nothing). This
+// switch is the one place an error meets a status.
+func answer(err error) (status int, field, msg, logAs string) {
 	var ae *Error
 	var ia *store.InvalidArgumentError
-	var tl *store.RecordTooLargeError
-	var nf *store.NotFoundError
-	var fe *store.FencedError
-	var lh *store.LeaseHeldError
-	var ln *store.LeaseNotHeldError
-	var rs *store.RunSealedError
-	var de *store.DuplicateEffectError
-	var da *store.DuplicateAdmissionError
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &ae):
-		return ae.Status, ae.Field, ae.Error(), false
+		return ae.Status, ae.Field, ae.Error(), ""
 	case errors.As(err, &ia):
-		return http.StatusBadRequest, ia.Field, err.Error(), false
-	case errors.As(err, &tl):
-		return http.StatusRequestEntityTooLarge, "", err.Error(), false
+		return http.StatusBadRequest, ia.Field, err.Error(), ""
+	case errors.Is(err, store.ErrRecordTooLarge):
+		return http.StatusRequestEntityTooLarge, "", err.Error(), ""
 	case errors.As(err, &mb):
-		return http.StatusRequestEntityTooLarge, "", fmt.Sprintf("body over %d bytes", mb.Limit), false
-	case errors.As(err, &nf):
-		return http.StatusNotFound, "", err.Error(), false
-	case errors.As(err, &fe), errors.As(err, &lh), errors.As(err, &ln), errors.As(err, &rs), errors.As(err, &de), errors.As(err, &da):
-		return http.StatusConflict, "", err.Error(), false
-	case errors.As(err, new(*store.CorruptError)):
+		return http.StatusRequestEntityTooLarge, "", fmt.Sprintf("body over %d bytes", mb.Limit), ""
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "", err.Error(), ""
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, store.ErrLeaseNotHeld),
+		errors.Is(err, store.ErrRunSealed), errors.Is(err, store.ErrDuplicateEffect), errors.Is(err, store.ErrDuplicateAdmission):
+		return http.StatusConflict, "", err.Error(), ""
+	case errors.Is(err, store.ErrCorrupt):
 		// A broken chain or row is the answer a reader asked for, not a
 		// detail to hide; it is also logged, since someone must act on it.
-		return http.StatusInternalServerError, "", err.Error(), true
+		return http.StatusInternalServerError, "", err.Error(), "serve: the store is corrupt"
 	case errors.Is(err, store.ErrClosed):
-		return http.StatusServiceUnavailable, "", "shutting down", false
+		return http.StatusServiceUnavailable, "", "shutting down", ""
 	}
-	return http.StatusInternalServerError, "", "internal error", true
+	return http.StatusInternalServerError, "", "internal error", "serve: request failed"
 }

@@ -232,9 +232,17 @@ func TestErrors_QuoteOnlyAPrefix(t *testing.T) {
 			t.Errorf("%.40s...: %d, %d bytes: %.100s", path, code, len(body), body)
 		}
 	}
-	code, _, body := ts.do("POST", "/v1/runs/"+store.NewRunID().String()+"/lease", `{"`+long+`":1}`)
-	if code != http.StatusBadRequest || len(body) > 300 {
-		t.Errorf("unknown long member: %d, %d bytes", code, len(body))
+	for _, rq := range [][2]string{
+		{"/v1/runs/" + store.NewRunID().String() + "/lease", `{"` + long + `":1}`},
+		{"/v1/runs/" + store.NewRunID().String() + "/seal", `{"epoch":1,"outcome":"` + long + `"}`},
+		{"/v1/runs/" + store.NewRunID().String() + "/lease", `{"owner":"` + long + `","ttl_seconds":5}`},
+		{"/v1/append?epoch=1", `{"run":"` + long + `","kind":"Note"}`},
+		{"/v1/append?epoch=1", `{"run":"` + store.NewRunID().String() + `","kind":"` + long + `"}`},
+	} {
+		code, _, body := ts.do("POST", rq[0], rq[1])
+		if code != http.StatusBadRequest || len(body) > 300 {
+			t.Errorf("POST %s %.60s...: %d, %d bytes", rq[0], rq[1], code, len(body))
+		}
 	}
 }
 

@@ -62,8 +62,9 @@ const (
 	RoleAny                // any valid token of any tenant (metrics)
 )
 
-// HandlerFunc answers one request for tenant t; an error is answered by
-// the server's one mapping of errors to statuses.
+// HandlerFunc answers one request for tenant t (nil for RoleAny, which is
+// not tenant-scoped); an error is answered by the server's one mapping of
+// errors to statuses.
 type HandlerFunc func(w http.ResponseWriter, r *http.Request, t *Tenant) error
 
 // Route is an extra route to serve (a tile endpoint, say), authorized and
@@ -325,13 +326,9 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 
 // fail writes err as spec/http.md's JSON error with its status.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, field, msg, logIt := answer(err)
-	if logIt {
-		if status == http.StatusInternalServerError && msg != "internal error" {
-			s.log.Error("serve: the store is corrupt", "method", r.Method, "path", r.URL.Path, "err", err)
-		} else {
-			s.log.Error("serve: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
+	status, field, msg, logAs := answer(err)
+	if logAs != "" {
+		s.log.Error(logAs, "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runseal"`)
@@ -621,9 +618,8 @@ func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	batches, err := appendinput.Parse(body, store.Epoch(e))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		var tl *store.RecordTooLargeError
 		switch {
-		case errors.As(err, &mbe), errors.As(err, &tl):
+		case errors.As(err, &mbe), errors.Is(err, store.ErrRecordTooLarge):
 			return err
 		case errors.Is(err, appendinput.ErrLineTooLong):
 			return &Error{Status: http.StatusRequestEntityTooLarge, Message: err.Error() + "; nothing was written"}

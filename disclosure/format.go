@@ -68,6 +68,21 @@ func storeReadKind(k string) bool {
 // store.ReadFacts, whose outcome the caller needs. The fields of other
 // kinds are not returned.
 func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
+	return decodeRecordBodyCached(raw, nil)
+}
+
+// bodyCache remembers the last run id and kind decoded, so that the records
+// of one run, which repeat them, are decoded without parsing the id again
+// or allocating either string. It changes no result.
+type bodyCache struct {
+	runText [26]byte
+	run     store.RunID
+	haveRun bool
+	kind    string
+}
+
+// decodeRecordBodyCached is decodeRecordBody with a cache (nil: none).
+func decodeRecordBodyCached(raw []byte, c *bodyCache) (store.Body, store.Facts, error) {
 	if len(raw) > store.MaxRecordBytes {
 		return store.Body{}, store.Facts{}, &store.RecordTooLargeError{Bytes: len(raw), Limit: store.MaxRecordBytes}
 	}
@@ -96,10 +111,17 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 			b.Step = &n
 		case "run":
 			seen[5] = true
+			if c != nil && c.haveRun && len(v) == 28 && v[0] == '"' && bytes.Equal(v[1:27], c.runText[:]) {
+				b.Run = c.run
+				return
+			}
 			s := bodyString(v, "run", fail)
 			r, err := store.ParseRunID(s)
 			if err != nil || r.String() != s || r.IsZero() {
 				fail("run %q is not a bare, non-zero ULID", s)
+			} else if c != nil {
+				copy(c.runText[:], s)
+				c.run, c.haveRun = r, true
 			}
 			b.Run = r
 		case "case":
@@ -125,9 +147,15 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 			b.EffectKey = &d
 		case "kind":
 			seen[3] = true
+			if c != nil && c.kind != "" && len(v) >= 2 && v[0] == '"' && string(v[1:len(v)-1]) == c.kind {
+				b.Kind = c.kind
+				return
+			}
 			s := bodyString(v, "kind", fail)
 			if !validKind(s) {
 				fail("kind %q is not 1 to 64 characters of [A-Za-z0-9_.-]", s)
+			} else if c != nil {
+				c.kind = s
 			}
 			b.Kind = s
 		}

@@ -53,8 +53,13 @@ func FuzzDecodeRecordBody(f *testing.F) {
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"Succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":5,"text":{"seq":"x"},"v":1}`))
+	var cache bodyCache // warmed by earlier inputs: it must change no result
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		got, gotFacts, err := decodeRecordBody(raw)
+		cgot, cfacts, cerr := decodeRecordBodyCached(raw, &cache)
+		if (err == nil) != (cerr == nil) || !reflect.DeepEqual(got, cgot) || !reflect.DeepEqual(gotFacts, cfacts) {
+			t.Fatalf("decodeRecordBody(%q) with a cache = %+v %v, without %+v %v", raw, cgot, cerr, got, err)
+		}
 		want, werr := store.DecodeBody(raw)
 		if werr == nil {
 			werr = checkBodyRules(want)

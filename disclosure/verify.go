@@ -3,9 +3,11 @@ package disclosure
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"strings"
@@ -213,6 +215,8 @@ type verifier struct {
 	root   log.Hash
 
 	blocks *blockDigest // what the statement's blocks digest must be
+	bodies bodyCache    // the last run id and kind decoded
+	chain  hash.Hash    // reused for every record's chain hash
 
 	sel        Selection
 	selIdx     int      // next selected run not yet passed
@@ -579,7 +583,7 @@ func (v *verifier) record(line []byte) {
 		return
 	}
 	v.rep.Counts.Records++
-	body, facts, err := decodeRecordBody(raw)
+	body, facts, err := decodeRecordBodyCached(raw, &v.bodies)
 	if err != nil {
 		v.find(CheckRecordBody, &run, seq, "%v", err)
 	} else {
@@ -600,7 +604,7 @@ func (v *verifier) record(line []byte) {
 	}
 	// The chain is recomputed from the bytes alone; claimed hashes are
 	// compared, never used.
-	v.prev = store.ChainHash(v.prev, raw)
+	v.prev = v.chainHash(v.prev, raw)
 	if v.prev != claimed && !v.hashBad {
 		v.find(CheckRecordHash, &run, seq, "SHA-256(prev_hash || raw) is %s, the line claims %s: the bytes were changed", v.prev, store.Digest(claimed))
 		v.hashBad = true
@@ -610,6 +614,20 @@ func (v *verifier) record(line []byte) {
 	if v.remaining == 0 {
 		v.finishRun()
 	}
+}
+
+// chainHash is store.ChainHash, SHA-256(prev || raw), with one hasher
+// reused for every record instead of one allocated per record.
+func (v *verifier) chainHash(prev store.Digest, raw []byte) store.Digest {
+	if v.chain == nil {
+		v.chain = sha256.New()
+	}
+	v.chain.Reset()
+	v.chain.Write(prev[:])
+	v.chain.Write(raw)
+	var d store.Digest
+	v.chain.Sum(d[:0])
+	return d
 }
 
 func (v *verifier) finishRun() {

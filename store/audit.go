@@ -30,6 +30,10 @@ type LogReport struct {
 	// before it. The note's signature is not checked here: the store holds no
 	// key.
 	Checkpoints uint64 `json:"checkpoints"`
+	// Witnessed is how many witnessed checkpoint notes were checked: each
+	// names this log and a size with a signed checkpoint, and carries that
+	// checkpoint's root. Cosignatures are not checked here.
+	Witnessed uint64 `json:"witnessed"`
 }
 
 // LogVerifier is a store that can check its whole Merkle log against its
@@ -94,6 +98,10 @@ type LogSource interface {
 	// above after, by size ascending (a page, so that the source's cursor
 	// is closed before the caller reads nodes).
 	SignedCheckpoints(ctx context.Context, after int64, limit int) ([]SignedRow, error)
+	// Witnessed returns up to limit witnessed checkpoints with size above
+	// after, by size ascending, each with the root of the signed checkpoint
+	// kept at its size (nil when none is kept).
+	Witnessed(ctx context.Context, after int64, limit int) ([]SignedRow, error)
 }
 
 // AuditLog is the one implementation of LogVerifier.VerifyLog, over a
@@ -225,16 +233,8 @@ func AuditLog(ctx context.Context, src LogSource, origin string) (LogReport, err
 				return rep, corrupt("signed checkpoint of size %d is malformed or beyond the log's %d leaves", sc.Size, size)
 			}
 			n := uint64(sc.Size)
-			body, _, ok := bytes.Cut(sc.Note, []byte("\n\n"))
-			if !ok {
-				return rep, corrupt("signed checkpoint %d: note has no signature block", n)
-			}
-			cp, perr := checkpoint.Parse(append(body[:len(body):len(body)], '\n'))
-			if perr != nil {
-				return rep, corrupt("signed checkpoint %d: note body: %v", n, perr)
-			}
-			if cp.Origin != origin || cp.Size != n || !bytes.Equal(cp.Root[:], sc.Root) {
-				return rep, corrupt("signed checkpoint %d: note says origin %q size %d, the row says origin %q size %d, or the roots differ", n, short(cp.Origin), cp.Size, short(origin), n)
+			if err := noteMatches(sc, origin); err != nil {
+				return rep, corrupt("signed checkpoint %d: %v", n, err)
 			}
 			root, err := log.Root(ctx, src, n)
 			if err != nil {
@@ -260,7 +260,46 @@ func AuditLog(ctx context.Context, src LogSource, origin string) (LogReport, err
 			break
 		}
 	}
+
+	// Witnessed notes: each must be the checkpoint signed at its size.
+	for after := int64(-1); ; {
+		rows, err := src.Witnessed(ctx, after, page)
+		if err != nil {
+			return rep, err
+		}
+		for _, w := range rows {
+			if w.Root == nil {
+				return rep, corrupt("witnessed checkpoint %d has no signed checkpoint at its size", w.Size)
+			}
+			if err := noteMatches(w, origin); err != nil {
+				return rep, corrupt("witnessed checkpoint %d: %v", w.Size, err)
+			}
+			rep.Witnessed++
+			after = w.Size
+		}
+		if len(rows) < page {
+			break
+		}
+	}
 	return rep, nil
+}
+
+// noteMatches checks that a stored note's checkpoint body names origin,
+// the row's size and the row's root.
+func noteMatches(r SignedRow, origin string) error {
+	body, _, ok := bytes.Cut(r.Note, []byte("\n\n"))
+	if !ok {
+		return fmt.Errorf("note has no signature block")
+	}
+	cp, err := checkpoint.Parse(append(body[:len(body):len(body)], '\n'))
+	if err != nil {
+		return fmt.Errorf("note body: %v", err)
+	}
+	if cp.Origin != origin || cp.Size != uint64(r.Size) || !bytes.Equal(cp.Root[:], r.Root) {
+		return fmt.Errorf("note says origin %q size %d, the journal has origin %q size %d, or the roots differ",
+			short(cp.Origin), cp.Size, short(origin), r.Size)
+	}
+	return nil
 }
 
 // short quotes at most a short prefix of a stored string in a message.

@@ -151,8 +151,11 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	if e.Run.IsZero() {
+	switch {
+	case e.Run.IsZero():
 		return "corrupt journal: " + e.Detail
+	case e.Seq == 0: // about the run, not one of its records
+		return fmt.Sprintf("corrupt journal: run %s: %s", e.Run, e.Detail)
 	}
 	return fmt.Sprintf("corrupt journal: run %s seq %d: %s", e.Run, e.Seq, e.Detail)
 }

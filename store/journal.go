@@ -17,6 +17,18 @@
 //     waiting) are written with the record that implies them, so they can
 //     always be rebuilt from the journal and are never an authority.
 //
+// Every refusal is a typed error (FencedError, CorruptError, ...) that
+// matches exactly one sentinel class (ErrFenced, ErrCorrupt, ...) with
+// errors.Is, so a caller maps classes with one switch and reads the data
+// with errors.As.
+//
+// Journal is the union of role interfaces (Appender, Reader, Finder,
+// Leaser, Sealer, LogReader, Canceller); Backend adds the operator stores
+// kept beside it. Verification vouches only for what it reads: Verify
+// checks one run's chain, seal and outcome index, and LogVerifier.VerifyLog
+// the Merkle log node by node against the sealed runs and the signed
+// checkpoints.
+//
 // Record encoding and chain hashing are specified in spec/records.md.
 // Backends live in sub-packages (store/sqlite, store/postgres) and prove
 // themselves with the conformance suite in store/storetest.

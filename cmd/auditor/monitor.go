@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/transparency-dev/merkle/proof"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
@@ -36,11 +38,12 @@ log only ever grows. URL is the server's base URL; a query in it (such as
 
 The first check trusts the checkpoint it finds (there is nothing to compare
 it with) and says so. A fork is the log equivocating: signing two
-checkpoints that cannot both be true (the same size with another root). When
-a consistency proof fails, the monitor fetches the checkpoint the log signed
-at the saved size (GET URL/v1/checkpoint/N): another root there is a fork;
-the same root means the server sent a bad proof, which is no verdict (exit 3)
-and is checked again. On a fork it writes self-contained evidence to
+checkpoints that cannot both be true (the same size with another root, or a
+consistency proof that reproduces the newer signed root but gives another
+root for the saved size). When a proof fails otherwise, the monitor fetches
+the checkpoint the log signed at the saved size (GET URL/v1/checkpoint/N):
+another root there is a fork; the same root means the server sent a bad
+proof, which is no verdict (exit 3) and is checked again. On a fork it writes self-contained evidence to
 DIR/fork-<time>.json (mode 0600): both signed checkpoints, and the keys and
 policy used, so anyone can check it without the log; then it exits 4.
 
@@ -262,7 +265,11 @@ func (m *monitor) check(ctx context.Context) checkResult {
 			return result("unverifiable", exitUnverifiable, prev.Size, "fetching the consistency proof %d..%d: %v", prev.Size, cur.Size, err)
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
-			return m.badProof(ctx, old, fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err))
+			reason := fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err)
+			if provesFork(prev.Size, cur.Size, prev.Root, cur.Root, proof, err) {
+				return m.fork(old.note, note, proof, reason+"; the proof reproduces the newer signed root, so the log's own tree disagrees with the saved checkpoint")
+			}
+			return m.badProof(ctx, old, reason)
 		}
 		if err := m.saveState(nc.Signed.Note()); err != nil {
 			return result("unverifiable", exitUnverifiable, prev.Size, "saving the state: %v", err)
@@ -275,6 +282,9 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		proof, err := m.consistency(ctx, cur.Size, prev.Size)
 		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
+				if provesFork(cur.Size, prev.Size, cur.Root, prev.Root, proof, verr) {
+					return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d reproduces the saved root but not the served one: %v", cur.Size, prev.Size, verr))
+				}
 				if res := m.badProof(ctx, old, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr)); res.Code == exitFork {
 					return res
 				}
@@ -318,6 +328,23 @@ func (m *monitor) badProof(ctx context.Context, old *state, reason string) check
 		return m.fork(old.note, at, nil, fmt.Sprintf("the log signed two checkpoints of size %d with different roots (%s)", prev.Size, reason))
 	}
 	return result("bad_proof", exitUnverifiable, prev.Size, "%s, though the log still signs the saved checkpoint at size %d: the server sent a bad proof, which is not a fork; no verdict, retrying", reason, prev.Size)
+}
+
+// provesFork reports whether a consistency proof that failed still proves
+// the log inconsistent. RFC 9162 verification computes both roots from the
+// proof; when the root it computes for the newer size is the newer signed
+// root, the proof's hashes are that tree's own nodes (no others would hash
+// to it), so the root it computes for the older size is the root of that
+// tree's first oldSize leaves. If that is not the older signed root, the log
+// signed two checkpoints that cannot both be true, and the proof shows it to
+// anyone. A proof that does not reproduce the newer root proves nothing.
+func provesFork(oldSize, newSize uint64, oldRoot, newRoot log.Hash, p []log.Hash, verr error) bool {
+	var rm proof.RootMismatchError
+	if !errors.As(verr, &rm) || !bytes.Equal(rm.ExpectedRoot, oldRoot[:]) || len(rm.CalculatedRoot) != len(oldRoot) {
+		return false
+	}
+	alt := log.Hash(rm.CalculatedRoot)
+	return alt != oldRoot && log.VerifyConsistency(oldSize, newSize, alt, newRoot, p) == nil
 }
 
 // consistency fetches the proof from oldSize to newSize. A malformed

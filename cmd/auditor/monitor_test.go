@@ -301,6 +301,45 @@ func TestMonitor_BadProofIsNotAFork(t *testing.T) {
 	}
 }
 
+// TestMonitor_ForkShownByTheSignedCheckpointAtTheSavedSize: from a saved
+// size that is a power of two, a consistency proof's first hash is the
+// saved root itself, so no proof can show the newer tree's prefix: the
+// monitor asks for the checkpoint the log signed at the saved size, and
+// another root there is the fork, with both notes as evidence.
+func TestMonitor_ForkShownByTheSignedCheckpointAtTheSavedSize(t *testing.T) {
+	e := newEnv(t)
+	for range 4 {
+		e.addRun(false)
+	}
+	f, srv := e.serve(e.j)
+	state := filepath.Join(t.TempDir(), "state")
+	if code, res := monitorOnce(t, e, srv, state); code != exitSound || res.Size != 4 {
+		t.Fatalf("first check: %+v", res)
+	}
+	f.mu.Lock()
+	j := forked(t, e, 0)
+	saved := e.j
+	e.j = j
+	for range 6 {
+		e.addRun(false)
+	}
+	e.j = saved
+	f.j = j
+	f.mu.Unlock()
+	code, res := monitorOnce(t, e, srv, state)
+	if code != exitFork || res.Evidence == "" || savedSize(t, e, state) != 4 {
+		t.Fatalf("fork: %d %+v", code, res)
+	}
+	b, err := os.ReadFile(res.Evidence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev forkEvidence
+	if err := json.Unmarshal(b, &ev); err != nil || ev.Served.Size != 4 || ev.Saved.Size != 4 || ev.Served.Root == ev.Saved.Root {
+		t.Fatalf("evidence: %+v %v", ev, err)
+	}
+}
+
 // TestMonitor_RedactsCredentials: a URL with credentials in it is named
 // without them in the logs and in fork evidence.
 func TestMonitor_RedactsCredentials(t *testing.T) {

@@ -119,6 +119,8 @@ type benchOptions struct {
 	throughput    bool
 	asJSON        bool
 	keep          bool
+	http          bool   // drive journal serve over loopback instead (httpbench.go)
+	serveProfile  string // with http: the serve child's CPU profile file
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -187,6 +189,15 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.proofs < 0 || o.proofs > 100_000_000 {
 				return usageErrorf("--proofs %d: must be from 0 to 100000000", o.proofs)
 			}
+			if o.http {
+				if !cmd.Flags().Changed("concurrency") {
+					o.concurrency = []int{64, 512}
+				}
+				if !cmd.Flags().Changed("payload") {
+					o.payload = 100 // a record of about 200 bytes
+				}
+				return a.benchHTTP(cmd.Context(), o)
+			}
 			return a.bench(cmd.Context(), o)
 		}),
 	}
@@ -201,6 +212,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench files")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON document")
+	f.StringVar(&o.serveProfile, "serve-cpuprofile", "", "with --http, write the server's CPU profile here")
+	_ = f.MarkHidden("serve-cpuprofile")
+	f.BoolVar(&o.http, "http", false, "drive 'journal serve' on loopback with --concurrency clients (default 64,512), open loop, beside the store's own rate")
 	return cmd
 }
 

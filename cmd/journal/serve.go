@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -53,6 +54,8 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
+	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
+	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
 }
 
@@ -93,6 +96,8 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	_ = f.MarkHidden("publish-poll")
+	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
+	_ = f.MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -115,6 +120,17 @@ type tenantWork struct {
 func (a *app) serve(ctx context.Context, c serveConfig) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.profile != "" {
+		f, err := os.Create(c.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var pol *checkpoint.Policy
 	if c.policy != "" {
 		p, err := checkpoint.LoadPolicy(c.policy)
@@ -161,7 +177,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: tilesRoutes(a.log)}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...)}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}

@@ -49,7 +49,10 @@ func TestServePostgres(t *testing.T) {
 		t.Fatalf("serve on a DSN without --key: exit %d %s", r.code, r.stderr)
 	}
 	tok := strings.TrimSpace(mustCLI(t, "", "", "--tenant", tenant, "token", "create", "--role", "writer", "--store", dsn))
-	sv := startServeArgs(t, "--tenant", tenant, "--key", key, "serve", "--store", dsn)
+	// A second tenant is served over the first one's connection pool.
+	tenant2 := tenant + "b"
+	tok2 := strings.TrimSpace(mustCLI(t, "", "", "--tenant", tenant2, "token", "create", "--role", "writer", "--store", dsn))
+	sv := startServeArgs(t, "--tenant", tenant, "--key", key, "serve", "--store", dsn, "--tenants", tenant2)
 	sv.tenant = tenant
 	if !strings.Contains(sv.stderr.String(), "created the log key at "+key) {
 		t.Errorf("serve did not say it created the key:\n%s", sv.stderr.String())
@@ -58,6 +61,13 @@ func TestServePostgres(t *testing.T) {
 	pollUntil(t, "a checkpoint is signed", func() bool {
 		code, b := sv.do("GET", "/v1/checkpoint", tok, "")
 		return code == http.StatusOK && strings.Contains(b, "\n1\n")
+	})
+	sv.tenant = tenant2
+	sv.sealViaAPI(tok2)
+	sv.sealViaAPI(tok2)
+	pollUntil(t, "the second tenant's size 2 is signed", func() bool {
+		code, b := sv.do("GET", "/v1/checkpoint", tok2, "")
+		return code == http.StatusOK && strings.Contains(b, "/"+tenant2+"\n2\n")
 	})
 	sv.stop()
 

@@ -103,7 +103,24 @@ func TestStudyShow(t *testing.T) {
 		t.Errorf("study show --json: %+v", v)
 	}
 
-	expect(t, cli(t, db, "", "study"), exitUsage, "study needs a subcommand: show")
+	expect(t, cli(t, db, "", "study"), exitUsage, "study needs a subcommand: list, show or repair")
+
+	// The listing: one study, its three trials by state, the finalizer,
+	// one open outbox record.
+	list := mustCLI(t, db, "", "study", "list")
+	if !strings.Contains(list, string(study)) || !strings.Contains(list, "finalizer-1") {
+		t.Errorf("study list:\n%s", list)
+	}
+	var sums []journalstore.StudySummary
+	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "study", "list", "--json")), &sums); err != nil {
+		t.Fatal(err)
+	}
+	if len(sums) != 1 || sums[0].Study != study || sums[0].Trials != 3 || sums[0].States[lifecycle.TrialComplete] != 1 ||
+		sums[0].States[lifecycle.TrialRunning] != 1 || sums[0].States[lifecycle.TrialWaiting] != 1 ||
+		sums[0].Finalizer != "finalizer-1" || sums[0].OutboxOpen != 1 || sums[0].Pending != 0 || sums[0].Inconsistent != nil {
+		t.Errorf("study list --json: %+v", sums)
+	}
+	expect(t, cli(t, db, "", "study", "list", "--limit", "0"), exitUsage, "--limit 0 is outside")
 	expect(t, cli(t, db, "", "study", "show"), exitUsage, "accepts 1 arg")
 	expect(t, cli(t, db, "", "study", "show", "nope"), exitUsage, `STUDY "nope" is not a study id`)
 	expect(t, cli(t, db, "", "study", "show", store.NewCaseID().String()), exitFailure, "no study")
@@ -148,4 +165,19 @@ func TestStudyShow_InconsistentStudy(t *testing.T) {
 	}
 	expect(t, cli(t, db, "", "study", "show", string(study)), exitFailure,
 		fmt.Sprintf("do not fold at run %s seq %d", run, recs[0].Seq))
+	// The listing goes on, and says which study and where.
+	if out := mustCLI(t, db, "", "study", "list"); !strings.Contains(out, fmt.Sprintf("%s  inconsistent: run %s seq %d", study, run, recs[0].Seq)) {
+		t.Errorf("study list over an inconsistent study:\n%s", out)
+	}
+
+	// The repair voids the record, and the study shows again.
+	expect(t, cli(t, db, "", "study", "repair", string(study)), exitUsage, "--reason")
+	repaired := mustCLI(t, db, "", "study", "repair", string(study), "--reason", "appended by hand in a test")
+	if !strings.Contains(repaired, fmt.Sprintf("voided records %d to %d of trial %s", recs[0].Seq, recs[0].Seq, tok.Trial)) || !strings.Contains(repaired, "TrialHeartbeat") {
+		t.Errorf("study repair:\n%s", repaired)
+	}
+	if out := mustCLI(t, db, "", "study", "show", string(study)); !strings.Contains(out, fmt.Sprintf("records %d to %d of its run are voided", recs[0].Seq, recs[0].Seq)) || !strings.Contains(out, "running") {
+		t.Errorf("study show after the repair:\n%s", out)
+	}
+	expect(t, cli(t, db, "", "study", "repair", string(study), "--reason", "again"), exitFailure, "nothing to repair")
 }

@@ -39,8 +39,9 @@ every stored node recomputed from the leaves (and no other node stored),
 every log index held by exactly one sealed run whose leaf it is, every
 sealed run in the log, and every stored signed checkpoint: its note names
 this log with the stored size and root, the root is the log's root at that
-size, and each is consistent with the one before. (The checkpoint
-signatures are not checked here; the store holds no key.)
+size, and each is consistent with the one before; and every witnessed note
+is the checkpoint signed at its size. (Signatures and cosignatures are not
+checked here; the store holds no key. The auditor checks them.)
 
 Exit code 0 means everything checked is intact, and the last lines say
 what was checked, with counts; 1 means at least one check failed (or could
@@ -232,7 +233,7 @@ func (a *app) verifyAll(ctx context.Context, s storeChecker, asJSON bool) error 
 	if sum.LogOK {
 		fmt.Fprintf(a.stderr, "journal: seals: %d sealed runs, each holding one log index whose leaf is its terminal hash\n", rep.Sealed)
 		fmt.Fprintf(a.stderr, "journal: log: %d leaves, %d stored nodes recomputed from the leaves\n", rep.Size, rep.Nodes)
-		fmt.Fprintf(a.stderr, "journal: checkpoints: %d signed checkpoints, each the log's root at its size and consistent with the one before\n", rep.Checkpoints)
+		fmt.Fprintf(a.stderr, "journal: checkpoints: %d signed checkpoints, each the log's root at its size and consistent with the one before; %d witnessed notes, each the checkpoint signed at its size\n", rep.Checkpoints, rep.Witnessed)
 	}
 	switch {
 	case sum.Failed > 0 && !sum.LogOK:

@@ -26,7 +26,10 @@
 //     operation rebuilds it from the journal and completes what the
 //     records call for first.
 //   - The fold is strict: a history that is not a sequence of allowed
-//     transitions is refused (lifecycle.KindStorage), never guessed at.
+//     transitions is refused ([ErrInconsistent], naming the first record
+//     that does not fold), never guessed at. [Storage.Repair] voids a
+//     trial run's foreign records by a study run record an operator signs
+//     with a reason; nothing is ever removed from the journal.
 //
 // # Files
 //
@@ -34,5 +37,6 @@
 // trial operations; finalization.go and outbox.go the extensions; write.go
 // how a transition is appended; recover.go the rebuild and roll-forward;
 // view.go, foldstudy.go and foldtrial.go the fold; records.go the record
-// formats; show.go the operator's view; lock*.go the one-writer lock.
+// formats; show.go and list.go the operator's views; lock*.go the
+// one-writer lock; repair.go the operator's repair.
 package journalstore

@@ -65,6 +65,8 @@ func (v *jview) applyStudy(r store.Record) error {
 		err = v.foldStudyMutated(r)
 	case RecordTrialTerminal:
 		err = v.foldStudyTerminal(r)
+	case RecordTrialRecordsVoided:
+		err = v.foldVoided(r)
 	case RecordFinalizationAcquired:
 		var f fFinalizationAcquired
 		if err = decodeFields(r, &f); err == nil {
@@ -480,4 +482,28 @@ func (v *jview) foldReplacement(r store.Record) error {
 		ReplacementOf: &jEffectKey{Trial: f.Trial, OwnerEpoch: f.OwnerEpoch, Name: f.Name},
 	}
 	return v.await(t, r, 1, 0, creationMirror(v.caseID, t.run, created))
+}
+
+// foldVoided records an operator's repair: the trial run's records in the
+// range are skipped by the trial fold. A range starts after the run's
+// opening records and after any earlier range, so the repair can void
+// only what came after the study's own records.
+func (v *jview) foldVoided(r store.Record) error {
+	var f fRecordsVoided
+	if err := decodeFields(r, &f); err != nil {
+		return err
+	}
+	t, err := v.managedTrial(r, f.Trial)
+	if err != nil {
+		return err
+	}
+	last := store.Seq(2)
+	if n := len(t.voids); n > 0 {
+		last = t.voids[n-1][1]
+	}
+	if store.Seq(f.From) <= last || f.To < f.From || model.CheckName("reason", f.Reason) != nil {
+		return corrupt(r, "voids records %d to %d of trial %s (reason %q); the range must start after record %d", f.From, f.To, f.Trial, f.Reason, last)
+	}
+	t.voids = append(t.voids, [2]store.Seq{store.Seq(f.From), store.Seq(f.To)})
+	return nil
 }

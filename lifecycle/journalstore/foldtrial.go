@@ -25,6 +25,11 @@ func (v *jview) applyTrial(t *jtrial, r store.Record) error {
 	if err := checkChain(t.head, t.run, r); err != nil {
 		return err
 	}
+	if t.voided(r.Seq) {
+		t.head = store.Head{Seq: r.Seq, Hash: r.Hash}
+		t.voidEpoch = max(t.voidEpoch, r.Epoch)
+		return nil
+	}
 	if r.Case != v.caseID {
 		return corrupt(r, "record of trial %s is not stamped with the study's case", t.ID)
 	}
@@ -271,4 +276,14 @@ func (t *jtrial) flushOverlays() error {
 
 func (v *jview) trialFor(run store.RunID) *jtrial {
 	return v.byID[lifecycle.TrialID(run.String())]
+}
+
+// voided reports whether an operator's repair voided the run's record seq.
+func (t *jtrial) voided(seq store.Seq) bool {
+	for _, v := range t.voids {
+		if v[0] <= seq && seq <= v[1] {
+			return true
+		}
+	}
+	return false
 }

@@ -13,7 +13,7 @@ import (
 // ErrLocked is the class of the error New returns when
 // another JournalStorage, in this process or another, already writes the
 // journal tenant's lifecycle records. The error is also of KindConflict.
-var ErrLocked = errors.New("lifecycle: the journal's lifecycle writer lock is held")
+var ErrLocked = errors.New("the journal's lifecycle writer lock is held by another storage")
 
 // LockedError is the refusal of a second JournalStorage: it names the lock
 // file and, when the holder wrote it, the holder's process id. It unwraps to
@@ -44,9 +44,25 @@ type fileJournal interface {
 }
 
 // journalWrapper is a journal that decorates another (fault injection,
-// encryption, metrics); the lock is found on the journal it wraps.
+// metrics); the lock is found on the journal it wraps. store/sealed's
+// Journal names the method Inner.
 type journalWrapper interface {
 	Unwrap() store.Journal
+}
+
+type innerJournal interface {
+	Inner() store.Journal
+}
+
+// inner returns the journal j decorates, or nil.
+func inner(j store.Journal) store.Journal {
+	switch w := j.(type) {
+	case journalWrapper:
+		return w.Unwrap()
+	case innerJournal:
+		return w.Inner()
+	}
+	return nil
 }
 
 // lockPath returns the one-writer lock file of j's tenant: beside the
@@ -61,11 +77,9 @@ func lockPath(ctx context.Context, j store.Journal) (path string, ok bool, err e
 			}
 			return file + ".lifecycle-" + j.Tenant() + ".lock", true, nil
 		}
-		w, isWrapper := j.(journalWrapper)
-		if !isWrapper || w.Unwrap() == nil {
+		if j = inner(j); j == nil {
 			return "", false, nil
 		}
-		j = w.Unwrap()
 	}
 	return "", false, nil
 }
@@ -80,7 +94,7 @@ func takeWriterLock(ctx context.Context, op string, j store.Journal) (io.Closer,
 		return nil, lifecycle.StorageError(op, err)
 	}
 	if !ok {
-		return nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "JournalStorage cannot take the one-writer lock of this journal: it is not a local file journal (a File(ctx) method) nor does it wrap one (an Unwrap() store.Journal method)")
+		return nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "JournalStorage cannot take the one-writer lock of this journal: it is not a local file journal (a File(ctx) method) nor does it wrap one (an Unwrap() or Inner() store.Journal method)")
 	}
 	if path == "" {
 		return nil, nil

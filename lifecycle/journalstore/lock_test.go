@@ -11,9 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runseal/runseal/internal/pgtest"
+	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -25,7 +28,7 @@ func TestMain(m *testing.M) {
 	if arg := os.Getenv(lockChildEnv); arg != "" {
 		os.Exit(lockChild(arg))
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m)
 }
 
 // lockChild is the second process: it opens the journal and a
@@ -190,7 +193,6 @@ func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
 	st := openJournal(t, path)
 	t.Cleanup(func() { st.Close() })
 	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, st)}
-	defer e.s.Close()
 	var err error
 	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
 	e.must(err, "create study")
@@ -220,4 +222,47 @@ func TestJournalStorage_ForeignAppendIsInconsistent(t *testing.T) {
 	check("the study after the foreign append", err)
 	_, err = journalstore.ReadStudyView(ctx, st, e.study)
 	check("a reader of the study", err)
+
+	// The repair voids the foreign record and everything after it (the
+	// owner's renew above landed behind it before the fold refused); it
+	// was written at the owner's epoch, so the owner is not fenced out and
+	// carries on.
+	rep, err := e.s.Repair(ctx, e.study, "a heartbeat appended by hand")
+	if err != nil || len(rep.OwnerFailed) > 0 || rep.From != recs[0].Seq || rep.To != recs[0].Seq+1 {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	o, err := e.s.Renew(ctx, lifecycle.RenewRequest{Owner: tok})
+	if err != nil || o.HeartbeatSeq != 1 {
+		t.Fatalf("the owner renews after the repair: %+v, %v", o, err)
+	}
+	e.must(e.s.Terminal(ctx, lifecycle.TerminalRequest{Owner: tok, State: lifecycle.TrialComplete, Values: []float64{1}}), "terminal")
+	verifyStudy(t, ctx, e.s, st, e.study)
 }
+
+// TestJournalStorage_LockFoundThroughWrapper: a decorated journal
+// (store/sealed) takes the lock of the file it wraps, so a second storage
+// on the bare file is refused; a journal that is not a file and wraps none
+// is refused, since the rule could not be enforced.
+func TestJournalStorage_LockFoundThroughWrapper(t *testing.T) {
+	dir := t.TempDir()
+	st := openJournal(t, filepath.Join(dir, "journal.db"))
+	t.Cleanup(func() { st.Close() })
+	ring, err := keyring.OpenFile(filepath.Join(dir, "keys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := journalstore.New(sealed.New(st, ring, sealed.Options{}))
+	if err != nil {
+		t.Fatalf("a storage on a sealed journal: %v", err)
+	}
+	defer s.Close()
+	if _, err := journalstore.New(st); !errors.Is(err, journalstore.ErrLocked) {
+		t.Fatalf("a second storage on the file under the sealed journal: %v", err)
+	}
+	if _, err := journalstore.New(opaqueJournal{st}); lifecycle.KindOf(err) != lifecycle.KindUnsupported {
+		t.Fatalf("a journal whose file cannot be found: %v", err)
+	}
+}
+
+// opaqueJournal hides the journal it embeds: no File, no Unwrap.
+type opaqueJournal struct{ store.Journal }

@@ -32,6 +32,9 @@ const (
 	RecordEffectCompleted      = "EffectCompleted"
 	RecordReplacementCreated   = "ReplacementCreated"
 	RecordFinalizedStatePut    = "FinalizedStatePut"
+	// RecordTrialRecordsVoided is an operator's repair (Storage.Repair):
+	// records of a trial run that are not the study's, skipped by the fold.
+	RecordTrialRecordsVoided = "TrialRecordsVoided"
 )
 
 // Sources of the RunAdmitted record that opens each run JournalStorage
@@ -147,6 +150,15 @@ type fTrialClaimed struct {
 	HeartbeatAt string   `json:"heartbeat_at,omitempty"`
 	Params      []jParam `json:"params,omitempty"`
 	States      []jBlob  `json:"states,omitempty"`
+}
+
+// fRecordsVoided voids the trial run's records from_seq..to_seq: they are
+// not the study's (a second writer's), and the fold skips them.
+type fRecordsVoided struct {
+	Trial  lifecycle.TrialID `json:"trial"`
+	From   uint64            `json:"from_seq"`
+	To     uint64            `json:"to_seq"`
+	Reason string            `json:"reason"`
 }
 
 type fTrialHeartbeat struct {
@@ -290,9 +302,9 @@ var ErrInconsistent = errors.New("lifecycle records in the journal do not fold")
 type InconsistentError struct {
 	// Run and Seq locate the first record that does not fold; Seq is 0
 	// when the fault is in the journal's indexes rather than a record.
-	Run    store.RunID
-	Seq    store.Seq
-	Detail string
+	Run    store.RunID `json:"run"`
+	Seq    store.Seq   `json:"seq"`
+	Detail string      `json:"detail"`
 }
 
 func (e *InconsistentError) Error() string {

@@ -55,6 +55,9 @@ type TrialView struct {
 	Sealed       bool                       `json:"sealed"`
 	Outbox       *lifecycle.OutboxKey       `json:"outbox,omitempty"`
 	ReplaceOf    *lifecycle.OutboxEffectKey `json:"replacement_of,omitempty"`
+	// Voided are the ranges [from, to] of the trial run's records that an
+	// operator's repair voided: they are in the journal, not in the study.
+	Voided [][2]store.Seq `json:"voided,omitempty"`
 }
 
 // OutboxView is one outbox record of a StudyView: where its finalization
@@ -186,6 +189,7 @@ func (v *jview) studyView(pending []string) StudyView {
 		tv := TrialView{
 			Trial: t.ID, Number: t.Number, Managed: t.Managed, State: t.Lease.State, Owner: t.Lease.Owner,
 			Epoch: t.Lease.Epoch, HeartbeatSeq: t.Lease.HeartbeatSeq, HeartbeatAt: t.Lease.HeartbeatAt, Sealed: t.sealed,
+			Voided: t.voids,
 		}
 		if key, ok := ended[t.ID]; ok {
 			tv.Outbox = &key
@@ -243,6 +247,11 @@ func (sv StudyView) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%t\n", t.Number, t.Trial, state, owner, t.Epoch, hb, t.Sealed)
 	}
 	tw.Flush()
+	for _, t := range sv.Trials {
+		for _, v := range t.Voided {
+			ew.printf("trial %d: records %d to %d of its run are voided by a repair (not the study's)\n", t.Number, v[0], v[1])
+		}
+	}
 	if len(sv.Outbox) > 0 {
 		tw = tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "\nSEQ\tTRIAL\tEPOCH\tOUTCOME\tCAUSE\tINTENT\tPHASE\tPENDING EFFECTS\n")

@@ -77,7 +77,7 @@ var _ interface {
 // proven (spec/lifecycle.md section 14). It refuses a journal whose lock
 // another JournalStorage holds with a KindConflict error that is also
 // [ErrLocked] and carries a [*LockedError], and a journal that is not a
-// local file (nor wraps one, through an Unwrap() store.Journal method) with
+// local file (nor wraps one, through an Unwrap() or Inner() store.Journal method) with
 // KindUnsupported, since it could not enforce the rule.
 func New(j store.Journal) (*Storage, error) {
 	const op = "new_journal_storage"
@@ -135,17 +135,9 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 	if err != nil || c.IsZero() || c.String() != string(id) {
 		return nil, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", id)
 	}
-	s.mu.Lock()
-	st := s.studies[id]
-	if st == nil {
-		st = &jstudy{id: id, caseID: c}
-		s.studies[id] = st
-	}
-	s.mu.Unlock()
-	st.mu.Lock()
-	if s.closed.Load() {
-		st.mu.Unlock()
-		return nil, lifecycle.StorageError(op, ErrClosed)
+	st, err := s.lockStudy(op, id, c)
+	if err != nil {
+		return nil, err
 	}
 	if st.v == nil {
 		v, err := s.rebuild(ctx, op, c)
@@ -161,6 +153,23 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 			return nil, err
 		}
 		st.v = v
+	}
+	return st, nil
+}
+
+// lockStudy returns the study's serialization point locked, loaded or not.
+func (s *Storage) lockStudy(op string, id lifecycle.StudyID, c store.CaseID) (*jstudy, error) {
+	s.mu.Lock()
+	st := s.studies[id]
+	if st == nil {
+		st = &jstudy{id: id, caseID: c}
+		s.studies[id] = st
+	}
+	s.mu.Unlock()
+	st.mu.Lock()
+	if s.closed.Load() {
+		st.mu.Unlock()
+		return nil, lifecycle.StorageError(op, ErrClosed)
 	}
 	return st, nil
 }

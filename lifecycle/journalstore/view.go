@@ -58,6 +58,12 @@ type jtrial struct {
 	// awaiting are the study run records whose mirror in this trial run is
 	// not folded yet, oldest first.
 	awaiting []*authority
+	// voids are the ranges of this run's records an operator's repair
+	// voided (fRecordsVoided), in order; the fold skips them.
+	voids [][2]store.Seq
+	// voidEpoch is the highest epoch of a voided record: above the owner's,
+	// the voided writer fenced the owner out of the run (Repair).
+	voidEpoch store.Epoch
 	// overlays are trial-scope blobs the study run writes after the trial
 	// ended (outbox state, finalized state), folded after the trial run.
 	overlays []overlay

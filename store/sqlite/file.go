@@ -7,7 +7,7 @@ import (
 
 // File returns the path of the journal's database file as SQLite resolved
 // it (absolute), or "" for an in-memory database. A process that must be
-// the file's only writer of something (lifecycle.JournalStorage) takes an
+// the file's only writer of something (lifecycle/journalstore.Storage) takes an
 // OS lock beside this path; two handles on one file report the same path
 // however they were opened.
 func (s *Store) File(ctx context.Context) (string, error) {

@@ -78,6 +78,10 @@ type file struct {
 	log    *slog.Logger
 	refs   atomic.Int64 // open Store handles over this file
 
+	tokenOnce sync.Once // prepares tokenStmt on the read pool, on first use
+	tokenStmt *sql.Stmt
+	tokenErr  error
+
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
 	writes    *groupcommit.Queue[groupcommit.Work]
@@ -162,7 +166,14 @@ func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.closeWriter()
-		err = errors.Join(s.closeHot(), s.rdb.Close(), s.wdb.Close())
+		// Synchronise with a TokenByID that prepared the statement, and
+		// keep any later one from preparing it on a closed pool.
+		s.tokenOnce.Do(func() { s.tokenErr = store.ErrClosed })
+		var stmtErr error
+		if s.tokenStmt != nil {
+			stmtErr = s.tokenStmt.Close()
+		}
+		err = errors.Join(s.closeHot(), stmtErr, s.rdb.Close(), s.wdb.Close())
 	})
 	return err
 }

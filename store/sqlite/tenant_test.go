@@ -74,3 +74,24 @@ func TestForTenant_OneWriterForTheFile(t *testing.T) {
 		t.Fatalf("a view of a closed file: %v", err)
 	}
 }
+
+// BenchmarkTokenByID is the lookup every API request makes.
+func BenchmarkTokenByID(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "j.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateToken(ctx, store.Token{ID: "0123456789abcdef", Tenant: "default", Role: store.RoleWriter}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if t, err := s.TokenByID(ctx, "0123456789abcdef"); err != nil || t == nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

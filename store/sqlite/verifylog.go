@@ -110,3 +110,19 @@ func (l logSource) SignedCheckpoints(ctx context.Context, after int64, limit int
 		})
 	return out, err
 }
+
+func (l logSource) Witnessed(ctx context.Context, after int64, limit int) ([]store.SignedRow, error) {
+	var out []store.SignedRow
+	err := l.each(ctx, `SELECT w.size, c.root, w.note FROM witnessed w
+		LEFT JOIN signed_checkpoints c ON c.tenant = w.tenant AND c.size = w.size
+		WHERE w.tenant = ? AND w.size > ? ORDER BY w.size LIMIT ?`,
+		[]any{l.tenant, after, limit}, func(rows *sql.Rows) error {
+			var r store.SignedRow
+			if err := rows.Scan(&r.Size, &r.Root, &r.Note); err != nil {
+				return fmt.Errorf("verify log: %w", err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	return out, err
+}

@@ -111,5 +111,6 @@ var checks = []check{
 	{"integrity/shrunk-log-size", checkShrunkLogSize},
 	{"integrity/forged-signed-checkpoint", checkForgedSignedCheckpoint},
 	{"integrity/edited-checkpoint-note", checkEditedCheckpointNote},
+	{"integrity/edited-witnessed-note", checkEditedWitnessedNote},
 	{"integrity/unreadable-outcome-row-refused", checkUnreadableOutcomeRow},
 }

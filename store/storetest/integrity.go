@@ -15,7 +15,8 @@ import (
 // the failure they exist to catch.
 
 // sealedLog is the fixture the integrity checks attack: five sealed runs
-// (log indexes 0..4), one open run, and signed checkpoints at sizes 2 and 5.
+// (log indexes 0..4), one open run, signed checkpoints at sizes 2 and 5, and
+// the one at 5 witnessed.
 type sealedLog struct {
 	j      store.Journal
 	lv     store.LogVerifier
@@ -48,6 +49,17 @@ func (t *T) sealedLog() sealedLog {
 		if _, err := cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: size, Root: cp.Root, Note: fakeNote(f.origin, size, cp.Root)}); err != nil {
 			t.Fatalf("SaveCheckpoint(%d): %v", size, err)
 		}
+	}
+	ps, ok := j.(store.PublicationStore)
+	if !ok {
+		t.Fatalf("%T is not a store.PublicationStore", j)
+	}
+	cp, err := cs.CheckpointAt(t.ctx, 5)
+	if err != nil {
+		t.Fatalf("CheckpointAt(5): %v", err)
+	}
+	if err := ps.MarkWitnessed(t.ctx, 5, fakeNote(f.origin, 5, cp.Root)); err != nil {
+		t.Fatalf("MarkWitnessed(5): %v", err)
 	}
 	return f
 }
@@ -91,7 +103,7 @@ func checkSoundStoreVerifies(t *T) {
 	if err != nil {
 		t.Fatalf("VerifyLog of a sound store: %v", err)
 	}
-	want := store.LogReport{Size: 5, Sealed: 5, Nodes: 2*5 - 2, Checkpoints: 2}
+	want := store.LogReport{Size: 5, Sealed: 5, Nodes: 2*5 - 2, Checkpoints: 2, Witnessed: 1}
 	if rep != want {
 		t.Errorf("VerifyLog report = %+v, want %+v", rep, want)
 	}
@@ -220,4 +232,11 @@ func checkUnreadableOutcomeRow(t *T) {
 		t.Fatalf("CountByOutcome over an unreadable index row = %d, want a *store.CorruptError", n)
 	}
 	expect[*store.CorruptError](t, err, "CountByOutcome over an unreadable index row")
+}
+
+func checkEditedWitnessedNote(t *T) {
+	f := t.sealedLog()
+	forged := store.Sum([]byte("another history"))
+	t.tamper(f.j, `UPDATE witnessed SET note = ? WHERE tenant = ? AND size = 5`, fakeNote(f.origin, 5, forged), f.j.Tenant())
+	t.wantLogCorrupt(f, "replacing the root in the witnessed note at size 5")
 }

@@ -115,7 +115,7 @@ func (b blind) Verify(ctx context.Context, run store.RunID) (store.Digest, error
 }
 
 func (b blind) VerifyLog(context.Context) (store.LogReport, error) {
-	return store.LogReport{Size: 5, Sealed: 5, Nodes: 8, Checkpoints: 2}, nil
+	return store.LogReport{Size: 5, Sealed: 5, Nodes: 8, Checkpoints: 2, Witnessed: 1}, nil
 }
 
 // TestSuiteCatchesBlindVerifiers: a store whose checks vouch for what they

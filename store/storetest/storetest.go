@@ -42,10 +42,10 @@ type Harness struct {
 	// Tamper, if set, runs one SQL statement against the journal's
 	// database behind the store's back, as an attacker with write access to
 	// the file or the server would. Statements name the tables unqualified
-	// (runs, log_nodes, logs, signed_checkpoints) and use ? placeholders.
-	// The integrity checks need it, and the journal to be a
-	// store.LogVerifier and a store.CheckpointStore; without it they are
-	// reported skipped.
+	// (runs, log_nodes, logs, signed_checkpoints, witnessed) and use ?
+	// placeholders. The integrity checks need it, and the journal to be a
+	// store.LogVerifier, CheckpointStore and PublicationStore; without it
+	// they are reported skipped.
 	Tamper func(tb testing.TB, j store.Journal, query string, args ...any)
 }
 

@@ -1,0 +1,187 @@
+// Package appendload drives a journal server's append API (spec/http.md)
+// the way many workers would: C clients, each holding the lease of its own
+// run on its own connection, each request one small record.
+//
+// The load is open loop when a Rate is given: requests are due on a fixed
+// schedule, and a request's latency is measured from when it was due, not
+// from when it was sent, so a server that stalls is charged for every
+// request it held up (no coordinated omission). A client that falls behind
+// sends its overdue requests at once, back to back, and answers that
+// arrive after the run's end still count.
+package appendload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/store"
+)
+
+// Config is one load run.
+type Config struct {
+	// BaseURL and Token reach the server; the token needs the writer role.
+	BaseURL, Token string
+	// Clients is how many concurrent clients, each on its own run.
+	Clients int
+	// Duration is how long requests are scheduled for.
+	Duration time.Duration
+	// Rate is the offered load in requests per second over all clients;
+	// zero runs closed loop (each client sends as soon as its previous
+	// answer came), which measures the most the server takes.
+	Rate float64
+	// Payload is the bytes of text in each record (a record is about 100
+	// bytes more).
+	Payload int
+}
+
+// Result is what one load run measured.
+type Result struct {
+	Clients    int           `json:"clients"`
+	Offered    float64       `json:"offered_per_sec,omitempty"` // zero: closed loop
+	Done       int           `json:"done"`
+	Failed     int           `json:"failed"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Throughput float64       `json:"per_sec"`
+	P50        time.Duration `json:"p50_ns"`
+	P90        time.Duration `json:"p90_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	P999       time.Duration `json:"p999_ns"`
+	Max        time.Duration `json:"max_ns"`
+	FirstError string        `json:"first_error,omitempty"`
+}
+
+// Run sets up every client's lease and first record, then runs the load.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Clients < 1 || cfg.Duration <= 0 || cfg.Rate < 0 {
+		return Result{}, errors.New("appendload: need at least one client, a duration, and a rate not below zero")
+	}
+	tr := &http.Transport{MaxIdleConns: cfg.Clients, MaxIdleConnsPerHost: cfg.Clients, MaxConnsPerHost: cfg.Clients, IdleConnTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	c, err := api.NewClient(cfg.BaseURL, api.ClientOptions{Token: cfg.Token, HTTPClient: &http.Client{Transport: tr, Timeout: time.Minute}, UserAgent: "runseal-appendload"})
+	if err != nil {
+		return Result{}, err
+	}
+	text := strings.Repeat("x", cfg.Payload)
+	workers := make([]*worker, cfg.Clients)
+	var setup sync.WaitGroup
+	setupErr := make(chan error, cfg.Clients)
+	for i := range workers {
+		w := &worker{c: c, run: store.NewRunID()}
+		workers[i] = w
+		setup.Go(func() {
+			if err := w.start(ctx, i); err != nil {
+				setupErr <- err
+			}
+		})
+	}
+	setup.Wait()
+	close(setupErr)
+	if err := <-setupErr; err != nil {
+		return Result{}, fmt.Errorf("appendload: setting up a client: %w", err)
+	}
+	for _, w := range workers {
+		w.line = []byte(`{"run":"` + w.run.String() + `","kind":"Note","text":"` + text + `"}` + "\n")
+	}
+
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		var interval, offset time.Duration
+		if cfg.Rate > 0 {
+			interval = time.Duration(float64(cfg.Clients) / cfg.Rate * float64(time.Second))
+			offset = interval * time.Duration(i) / time.Duration(cfg.Clients)
+		}
+		wg.Go(func() { w.loop(ctx, start.Add(offset), end, interval) })
+	}
+	wg.Wait()
+	res := Result{Clients: cfg.Clients, Offered: cfg.Rate, Elapsed: time.Since(start)}
+	var lat []time.Duration
+	for _, w := range workers {
+		lat = append(lat, w.lat...)
+		res.Failed += w.failed
+		if res.FirstError == "" && w.err != nil {
+			res.FirstError = w.err.Error()
+		}
+	}
+	res.Done = len(lat)
+	res.Throughput = float64(res.Done) / res.Elapsed.Seconds()
+	slices.Sort(lat)
+	q := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	}
+	res.P50, res.P90, res.P99, res.P999 = q(0.50), q(0.90), q(0.99), q(0.999)
+	if len(lat) > 0 {
+		res.Max = lat[len(lat)-1]
+	}
+	return res, nil
+}
+
+// worker is one client: its run, its epoch, and what it measured.
+type worker struct {
+	c      *api.Client
+	run    store.RunID
+	epoch  store.Epoch
+	line   []byte
+	lat    []time.Duration
+	failed int
+	err    error
+}
+
+func (w *worker) start(ctx context.Context, i int) error {
+	l, err := w.c.Acquire(ctx, w.run, fmt.Sprintf("appendload-%d", i), time.Hour)
+	if err != nil {
+		return err
+	}
+	w.epoch = l.Epoch
+	_, err = w.c.Append(ctx, w.epoch, []byte(`{"run":"`+w.run.String()+`","kind":"RunAdmitted","source":"appendload"}`+"\n"))
+	return err
+}
+
+// loop sends one append per interval from first until end (back to back
+// when interval is zero), measuring each from when it was due.
+func (w *worker) loop(ctx context.Context, first, end time.Time, interval time.Duration) {
+	due := first
+	for ctx.Err() == nil {
+		now := time.Now()
+		if interval > 0 {
+			if !due.Before(end) {
+				return
+			}
+			if d := due.Sub(now); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+		} else {
+			if !now.Before(end) {
+				return
+			}
+			due = now
+		}
+		_, err := w.c.Append(ctx, w.epoch, w.line)
+		if err != nil {
+			w.failed++
+			if w.err == nil {
+				w.err = err
+			}
+		} else {
+			w.lat = append(w.lat, time.Since(due))
+		}
+		due = due.Add(interval)
+	}
+}

@@ -1,0 +1,88 @@
+package appendload
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/store"
+)
+
+// fakeServer answers leases and appends; stallUntil, when set, holds the
+// first timed append until then.
+type fakeServer struct {
+	mu         sync.Mutex
+	appends    map[string]int
+	stallUntil time.Time
+	stalled    bool
+}
+
+func (f *fakeServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs/{run}/lease", func(w http.ResponseWriter, r *http.Request) {
+		run, _ := store.ParseRunID(r.PathValue("run"))
+		json.NewEncoder(w).Encode(store.Lease{Run: run, Owner: "x", Epoch: 1, Expires: time.Now().Add(time.Hour)})
+	})
+	mux.HandleFunc("POST /v1/append", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.appends[strings.SplitN(string(b), `"`, 5)[3]]++
+		stall := !f.stalled && !f.stallUntil.IsZero() && strings.Contains(string(b), `"Note"`)
+		if stall {
+			f.stalled = true
+		}
+		until := f.stallUntil
+		f.mu.Unlock()
+		if stall {
+			time.Sleep(time.Until(until))
+		}
+		json.NewEncoder(w).Encode(api.Appended{Records: []api.Ack{{Line: 1}}})
+	})
+	return mux
+}
+
+func TestRun_ClosedAndOpenLoop(t *testing.T) {
+	f := &fakeServer{appends: map[string]int{}}
+	srv := httptest.NewServer(f.handler())
+	defer srv.Close()
+	for _, rate := range []float64{0, 200} {
+		res, err := Run(context.Background(), Config{BaseURL: srv.URL, Token: "t", Clients: 4, Duration: 100 * time.Millisecond, Rate: rate, Payload: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done == 0 || res.Failed != 0 || res.P50 <= 0 || res.P99 < res.P50 || res.Max < res.P99 || res.Throughput <= 0 {
+			t.Fatalf("rate %v: %+v", rate, res)
+		}
+		if rate > 0 && res.Done != 20 {
+			t.Fatalf("open loop at %v/s for 100 ms: %d requests, want every one due (20)", rate, res.Done)
+		}
+	}
+}
+
+// TestRun_StallIsChargedToEveryRequestDue: a server that stalls one
+// request holds up every request the client had due behind it. Measured
+// from when each was sent (coordinated omission) only the first would look
+// slow; measured from its schedule, most of them are.
+func TestRun_StallIsChargedToEveryRequestDue(t *testing.T) {
+	const d = 400 * time.Millisecond
+	f := &fakeServer{appends: map[string]int{}, stallUntil: time.Now().Add(2 * d)}
+	srv := httptest.NewServer(f.handler())
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{BaseURL: srv.URL, Token: "t", Clients: 1, Duration: d, Rate: 50, Payload: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 requests are due over d, and the first is held until after d has
+	// passed: every one of them completes after d, so at least half of
+	// them waited at least d/2 from when they were due.
+	if res.Done != 20 || res.P50 < d/2 {
+		t.Fatalf("%d done, p50 %v; want 20 and at least %v", res.Done, res.P50, d/2)
+	}
+}
