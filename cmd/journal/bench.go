@@ -37,6 +37,7 @@ type benchReport struct {
 	Points      []benchPoint   `json:"points,omitempty"`
 	Targets     *targetVerdict `json:"targets,omitempty"`
 	Scale       []scalePoint   `json:"scale,omitempty"`
+	Proofs      *proofsReport  `json:"proofs,omitempty"`
 }
 
 type machineInfo struct {
@@ -114,6 +115,7 @@ type benchOptions struct {
 	batches       []int
 	payload       int
 	verifyRecords int
+	proofs        int
 	throughput    bool
 	asJSON        bool
 	keep          bool
@@ -150,12 +152,19 @@ N/10) and measures, each in a child process, the wall time and peak RSS of
 verify RUN, verify --all, read RUN (every record) and read --from/--limit (a
 page deep in the run): flat RSS across sizes is constant memory.
 
+--proofs N builds a log of N sealed runs in the bench's own file (directly,
+through a bulk path: no records, every run row, leaf and log node) and
+measures 2000 inclusion and 2000 consistency proofs served by the store, each
+checked against the checkpoint: latency p50/p99 and node reads per proof.
+Target: p99 <= 1 ms.
+
 Files go in a fresh directory under --dir (default: the current directory,
 which should be on the disk the journal will live on; a tmpfs would measure
 memory, not durability) and are removed afterwards unless --keep.`,
 		Example: `  journal bench --json
   journal bench --duration 5s --concurrency 1,8,64 --batch 1,16
-  journal bench --throughput=false --verify-records 1000000 --json`,
+  journal bench --throughput=false --verify-records 1000000 --json
+  journal bench --throughput=false --proofs 1000000`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if o.duration <= 0 {
@@ -177,6 +186,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.verifyRecords < 0 {
 				return usageErrorf("--verify-records must not be negative")
 			}
+			if o.proofs < 0 || o.proofs > 100_000_000 {
+				return usageErrorf("--proofs %d: must be from 0 to 100000000", o.proofs)
+			}
 			if o.http {
 				if !cmd.Flags().Changed("concurrency") {
 					o.concurrency = []int{64, 512}
@@ -196,6 +208,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.IntSliceVar(&o.batches, "batch", []int{1, 16}, "records per append")
 	f.IntVar(&o.payload, "payload", 256, "bytes of payload per record")
 	f.IntVar(&o.verifyRecords, "verify-records", 0, "also measure read/verify/page memory on a run of this many records (0: skip)")
+	f.IntVar(&o.proofs, "proofs", 0, "also measure proofs from a log of this many sealed runs (0: skip)")
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench files")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON document")
@@ -247,6 +260,12 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	if o.verifyRecords > 0 {
 		if rep.Scale, err = a.benchScale(ctx, dir, o.verifyRecords, payload, progress); err != nil {
+			return err
+		}
+	}
+	if o.proofs > 0 {
+		progress("proofs from a log of %d sealed runs", o.proofs)
+		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs); err != nil {
 			return err
 		}
 	}
@@ -364,6 +383,9 @@ func printBench(w io.Writer, r benchReport) {
 		if t.BelowBatched != "" {
 			fmt.Fprintf(w, "below target: %s\n", t.BelowBatched)
 		}
+	}
+	if r.Proofs != nil {
+		printProofs(w, r.Proofs)
 	}
 	for _, s := range r.Scale {
 		rss := "-"

@@ -240,3 +240,27 @@ func (d Delegate) VerifyLog(ctx context.Context) (store.LogReport, error) {
 	}
 	return lv.VerifyLog(ctx)
 }
+
+// LogLeaves delegates the log's leaf reads (tiles.Source). Leaves are
+// terminal chain hashes, never sealed payloads, so a sealing decorator
+// passes them through unchanged.
+func (d Delegate) LogLeaves(ctx context.Context, start, end uint64) ([]store.Digest, error) {
+	l, ok := d.Inner.(interface {
+		LogLeaves(ctx context.Context, start, end uint64) ([]store.Digest, error)
+	})
+	if !ok {
+		return nil, d.missing("log leaves")
+	}
+	return l.LogLeaves(ctx, start, end)
+}
+
+// LogNodes delegates the log's stored node reads (tiles.Source).
+func (d Delegate) LogNodes(ctx context.Context, level uint, start, end uint64) ([]store.Digest, error) {
+	l, ok := d.Inner.(interface {
+		LogNodes(ctx context.Context, level uint, start, end uint64) ([]store.Digest, error)
+	})
+	if !ok {
+		return nil, d.missing("log nodes")
+	}
+	return l.LogNodes(ctx, level, start, end)
+}

@@ -174,3 +174,71 @@ func TestBatchedGroup_DecidesEachAppendAsOneByOne(t *testing.T) {
 		t.Errorf("batched: concluded %v, order-1 held by %s; want [A] and B", batched.concl, batched.holder)
 	}
 }
+
+// TestBatchedGroup_TenantsOfOneFile queues appends of two tenants to runs
+// of the same id into one group: each must land in its own tenant's run.
+func TestBatchedGroup_TenantsOfOneFile(t *testing.T) {
+	ctx := context.Background()
+	a, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := a.ForTenant("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	run := store.NewRunID()
+	la, err := a.Acquire(ctx, run, "t", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.Acquire(ctx, run, "t", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() { held <- a.write(ctx, func(*sql.Tx) error { close(entered); <-release; return nil }) }()
+	<-entered
+	type call struct {
+		s *Store
+		e store.Epoch
+	}
+	calls := []call{{a, la.Epoch}, {b, lb.Epoch}, {a, la.Epoch}}
+	errs := make(chan error, len(calls))
+	for i, c := range calls {
+		go func() {
+			_, err := c.s.Append(ctx, c.e, []store.Append{{Run: run, Kind: "Step", Fields: fmt.Appendf(nil, `{"i":%d}`, i)}})
+			errs <- err
+		}()
+		for a.writes.Waiting() != i+1 {
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		s    *Store
+		want store.Seq
+	}{{a, 2}, {b, 1}} {
+		h, err := c.s.Head(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Seq != c.want {
+			t.Errorf("tenant %s: head seq %d, want %d", c.s.Tenant(), h.Seq, c.want)
+		}
+		if _, err := c.s.Verify(ctx, run); err != nil {
+			t.Errorf("tenant %s: %v", c.s.Tenant(), err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -20,17 +19,46 @@ type nodes struct {
 	tenant string
 }
 
-// ReadNodes implements log.NodeReader.
+// ReadNodes implements log.NodeReader. All the nodes of one call (a
+// proof's, a root's) come back from one query: a proof at 10^6 leaves reads
+// about 25 nodes, and one statement each would be most of its latency.
 func (n nodes) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
 	out := make([]log.Hash, len(ids))
-	for i, id := range ids {
-		var h []byte
-		err := n.q.QueryRowContext(ctx, `SELECT hash FROM log_nodes WHERE tenant=? AND level=? AND idx=?`, n.tenant, int64(id.Level), int64(id.Index)).Scan(&h)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, &log.NodeNotFoundError{ID: id}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	found := make(map[compact.NodeID][]byte, len(ids))
+	const chunk = 400 // two values a node, well under SQLite's bound
+	for lo := 0; lo < len(ids); lo += chunk {
+		part := ids[lo:min(lo+chunk, len(ids))]
+		args := make([]any, 0, 1+2*len(part))
+		args = append(args, n.tenant)
+		for _, id := range part {
+			args = append(args, int64(id.Level), int64(id.Index))
 		}
+		rows, err := n.q.QueryContext(ctx, `SELECT level, idx, hash FROM log_nodes WHERE tenant=? AND (level, idx) IN (VALUES (?,?)`+
+			strings.Repeat(",(?,?)", len(part)-1)+`)`, args...)
 		if err != nil {
-			return nil, fmt.Errorf("read log node: %w", err)
+			return nil, fmt.Errorf("read log nodes: %w", err)
+		}
+		for rows.Next() {
+			var level, idx int64
+			var h []byte
+			if err := rows.Scan(&level, &idx, &h); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read log nodes: %w", err)
+			}
+			found[compact.NodeID{Level: uint(level), Index: uint64(idx)}] = h
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read log nodes: %w", err)
+		}
+	}
+	for i, id := range ids {
+		h, ok := found[id]
+		if !ok {
+			return nil, &log.NodeNotFoundError{ID: id}
 		}
 		if len(h) != 32 {
 			return nil, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is %d bytes", id.Level, id.Index, len(h))}
