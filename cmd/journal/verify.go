@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -14,13 +13,7 @@ import (
 )
 
 // verifyResult is one run's verdict, as verify prints it.
-type verifyResult struct {
-	Run   store.RunID   `json:"run"`
-	OK    bool          `json:"ok"`
-	Seq   store.Seq     `json:"seq,omitempty"`  // head seq when ok; the failing seq when not
-	Head  *store.Digest `json:"head,omitempty"` // the verified head hash
-	Error string        `json:"error,omitempty"`
-}
+type verifyResult = store.RunVerdict
 
 func (a *app) verifyCmd() *cobra.Command {
 	var all, asJSON bool
@@ -69,7 +62,7 @@ and shows a progress line on stderr when stderr is a terminal.`,
 				return err
 			}
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				res, err := verifyRun(cmd.Context(), s, run)
+				res, err := store.VerifyRun(cmd.Context(), s, run)
 				if err != nil && res == nil {
 					return err
 				}
@@ -88,54 +81,8 @@ and shows a progress line on stderr when stderr is a terminal.`,
 	return cmd
 }
 
-// chainChecker is what verifying one run needs of a store.
-type chainChecker interface {
-	Head(ctx context.Context, run store.RunID) (store.Head, error)
-	Verify(ctx context.Context, run store.RunID) (store.Digest, error)
-}
-
 // storeChecker is what verify --all needs: every run's chain, then the log.
-type storeChecker interface {
-	chainChecker
-	RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error)
-	store.LogVerifier
-}
-
-// verifyRun verifies one run. A broken or missing chain is a verdict (a
-// result with OK false); only a failure to check at all is an error.
-func verifyRun(ctx context.Context, j chainChecker, run store.RunID) (*verifyResult, error) {
-	head, err := j.Head(ctx, run)
-	if err != nil && !isVerdict(err) {
-		return nil, err
-	}
-	d, err := j.Verify(ctx, run)
-	if err != nil {
-		if !isVerdict(err) {
-			return nil, err
-		}
-		res := &verifyResult{Run: run, Error: oneLine(err.Error())}
-		var ce *store.CorruptError
-		if errors.As(err, &ce) {
-			res.Seq = ce.Seq
-		}
-		return res, nil
-	}
-	res := &verifyResult{Run: run, OK: true, Head: &d}
-	if head.Hash == d {
-		// The head read before Verify is the one it verified; after a
-		// concurrent append it is not, and no seq is claimed.
-		res.Seq = head.Seq
-	}
-	return res, nil
-}
-
-// isVerdict reports whether err says something about the journal's content
-// (a broken chain, an unknown run) rather than that the check failed to run.
-func isVerdict(err error) bool {
-	var ce *store.CorruptError
-	var nf *store.NotFoundError
-	return errors.As(err, &ce) || errors.As(err, &nf)
-}
+type storeChecker = store.AllChecker
 
 func (a *app) printVerify(w io.Writer, r *verifyResult, asJSON bool) error {
 	if asJSON {
@@ -156,68 +103,48 @@ func (a *app) printVerify(w io.Writer, r *verifyResult, asJSON bool) error {
 
 // verifySummary is the last line of verify --all --json: what was checked,
 // with counts, so that "intact" has a stated scope.
-type verifySummary struct {
-	Failed uint64 `json:"failed"` // runs whose chain, seal or outcome index failed
-	Runs   uint64 `json:"runs"`   // chains checked
-	store.LogReport
-	LogOK    bool   `json:"log_ok"`
-	LogError string `json:"log_error,omitempty"`
+type verifySummary = store.VerifySummary
+
+// logProgress shows a progress line before the log check starts.
+type logProgress struct {
+	storeChecker
+	before func()
 }
 
-// verifyAll pages through every run by id and verifies each, in constant
-// memory however many runs there are, then verifies the Merkle log and the
-// signed checkpoints.
+func (p logProgress) VerifyLog(ctx context.Context) (store.LogReport, error) {
+	p.before()
+	return p.storeChecker.VerifyLog(ctx)
+}
+
+// verifyAll runs store.VerifyAll, printing each run's line, a progress
+// line on a terminal, and the summary of what was checked.
 func (a *app) verifyAll(ctx context.Context, s storeChecker, asJSON bool) error {
 	w := bufio.NewWriter(a.stdout)
 	defer w.Flush()
 	progress := isTerminal(a.stderr)
-	var sum verifySummary
-	var firstFail *verifyResult
+	var runs, failed uint64
 	last := time.Now()
-	var after *store.RunID
-	for {
-		page, err := s.RunsByID(ctx, after, pageSize)
-		if err != nil {
-			return fmt.Errorf("list runs after %d verified: %w", sum.Runs, err)
-		}
-		for _, run := range page {
-			res, err := verifyRun(ctx, s, run)
-			if err != nil {
-				return fmt.Errorf("verify run %s (after %d runs verified): %w", run, sum.Runs, err)
-			}
-			sum.Runs++
-			if !res.OK {
-				sum.Failed++
-				if firstFail == nil {
-					firstFail = res
-				}
-			}
-			if err := a.printVerify(w, res, asJSON); err != nil {
-				return fmt.Errorf("write output: %w", err)
-			}
-			if progress && time.Since(last) > 500*time.Millisecond {
-				last = time.Now()
-				fmt.Fprintf(a.stderr, "\rverified %d runs, %d failed ...", sum.Runs, sum.Failed)
-			}
-		}
-		if len(page) < pageSize {
-			break
-		}
-		after = &page[len(page)-1]
-	}
 	if progress {
-		fmt.Fprint(a.stderr, "\rverifying the log ...\033[K")
+		s = logProgress{s, func() { fmt.Fprint(a.stderr, "\rverifying the log ...\033[K") }}
 	}
-	rep, err := s.VerifyLog(ctx)
-	sum.LogReport = rep
-	switch {
-	case err == nil:
-		sum.LogOK = true
-	case isVerdict(err):
-		sum.LogError = oneLine(err.Error())
-	default:
-		return fmt.Errorf("verify the log: %w", err)
+	sum, err := store.VerifyAll(ctx, s, func(res *verifyResult) error {
+		runs++
+		if !res.OK {
+			failed++
+		}
+		if err := a.printVerify(w, res, asJSON); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		if progress && time.Since(last) > 500*time.Millisecond {
+			last = time.Now()
+			fmt.Fprintf(a.stderr, "\rverified %d runs, %d failed ...", runs, failed)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	rep := sum.LogReport
 	if progress {
 		fmt.Fprint(a.stderr, "\r\033[K")
 	}
@@ -235,14 +162,27 @@ func (a *app) verifyAll(ctx context.Context, s storeChecker, asJSON bool) error 
 		fmt.Fprintf(a.stderr, "journal: log: %d leaves, %d stored nodes recomputed from the leaves\n", rep.Size, rep.Nodes)
 		fmt.Fprintf(a.stderr, "journal: checkpoints: %d signed checkpoints, each the log's root at its size and consistent with the one before; %d witnessed notes, each the checkpoint signed at its size\n", rep.Checkpoints, rep.Witnessed)
 	}
+	if err := verifyVerdict(sum); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "journal: %s\n", intactLine(sum))
+	return nil
+}
+
+// verifyVerdict is verify --all's error for a summary with any failure.
+func verifyVerdict(sum verifySummary) error {
 	switch {
 	case sum.Failed > 0 && !sum.LogOK:
-		return fmt.Errorf("verification FAILED for %d of %d runs (first: %s) and for the log: %s", sum.Failed, sum.Runs, firstFail.Error, sum.LogError)
+		return fmt.Errorf("verification FAILED for %d of %d runs (first: %s) and for the log: %s", sum.Failed, sum.Runs, sum.FirstFailure.Error, sum.LogError)
 	case sum.Failed > 0:
-		return fmt.Errorf("verification FAILED for %d of %d runs; first: %s", sum.Failed, sum.Runs, firstFail.Error)
+		return fmt.Errorf("verification FAILED for %d of %d runs; first: %s", sum.Failed, sum.Runs, sum.FirstFailure.Error)
 	case !sum.LogOK:
 		return fmt.Errorf("verification FAILED for the log: %s", sum.LogError)
 	}
-	fmt.Fprintf(a.stderr, "journal: verified %d runs, their seals, the log and %d signed checkpoints: all intact\n", sum.Runs, rep.Checkpoints)
 	return nil
+}
+
+// intactLine states the scope of a summary with no failure.
+func intactLine(sum verifySummary) string {
+	return fmt.Sprintf("verified %d runs, their seals, the log and %d signed checkpoints: all intact", sum.Runs, sum.Checkpoints)
 }
