@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/transparency-dev/merkle/proof"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
@@ -267,7 +265,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		}
 		if err := log.VerifyConsistency(prev.Size, cur.Size, prev.Root, cur.Root, proof); err != nil {
 			reason := fmt.Sprintf("the consistency proof from size %d to %d does not verify: %v", prev.Size, cur.Size, err)
-			if alt, ok := provesFork(prev.Size, cur.Size, prev.Root, cur.Root, proof, err); ok {
+			if alt, ok := log.ForkRoot(prev.Size, cur.Size, prev.Root, cur.Root, proof); ok {
 				return m.fork(old.note, note, proof, fmt.Sprintf("%s; the proof reproduces the newer signed root of size %d, so that tree gives its first %d leaves the root %s, not the saved signed root %s",
 					reason, cur.Size, prev.Size, hex.EncodeToString(alt[:]), hex.EncodeToString(prev.Root[:])))
 			}
@@ -284,7 +282,7 @@ func (m *monitor) check(ctx context.Context) checkResult {
 		proof, err := m.consistency(ctx, cur.Size, prev.Size)
 		if err == nil {
 			if verr := log.VerifyConsistency(cur.Size, prev.Size, cur.Root, prev.Root, proof); verr != nil {
-				if _, ok := provesFork(cur.Size, prev.Size, cur.Root, prev.Root, proof, verr); ok {
+				if _, ok := log.ForkRoot(cur.Size, prev.Size, cur.Root, prev.Root, proof); ok {
 					return m.fork(old.note, note, proof, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d reproduces the saved root but not the served one: %v", cur.Size, prev.Size, verr))
 				}
 				if res := m.badProof(ctx, old, fmt.Sprintf("the log went back to size %d, and its proof from there to the saved size %d does not verify: %v", cur.Size, prev.Size, verr)); res.Code == exitFork {
@@ -333,25 +331,6 @@ func (m *monitor) badProof(ctx context.Context, old *state, reason string) check
 		return m.fork(old.note, at, nil, fmt.Sprintf("the log signed two checkpoints of size %d with different roots (%s)", prev.Size, reason))
 	}
 	return result("bad_proof", exitUnverifiable, prev.Size, "%s, though the log still signs the saved checkpoint at size %d: the server sent a bad proof, which is not a fork; no verdict, retrying", reason, prev.Size)
-}
-
-// provesFork reports whether a consistency proof that failed still proves
-// the log inconsistent. RFC 9162 verification computes both roots from the
-// proof; when the root it computes for the newer size is the newer signed
-// root, the proof's hashes are that tree's own nodes (no others would hash
-// to it), so the root it computes for the older size is the root of that
-// tree's first oldSize leaves. If that is not the older signed root, the log
-// signed two checkpoints that cannot both be true, and the proof shows it to
-// anyone. A proof that does not reproduce the newer root proves nothing.
-//
-// It returns that other root of the older size, which the evidence names.
-func provesFork(oldSize, newSize uint64, oldRoot, newRoot log.Hash, p []log.Hash, verr error) (log.Hash, bool) {
-	var rm proof.RootMismatchError
-	if !errors.As(verr, &rm) || !bytes.Equal(rm.ExpectedRoot, oldRoot[:]) || len(rm.CalculatedRoot) != len(oldRoot) {
-		return log.Hash{}, false
-	}
-	alt := log.Hash(rm.CalculatedRoot)
-	return alt, alt != oldRoot && log.VerifyConsistency(oldSize, newSize, alt, newRoot, p) == nil
 }
 
 // consistency fetches the proof from oldSize to newSize. A malformed
