@@ -9,22 +9,11 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// maxLogRange bounds one LogLeaves or LogNodes call, so that a caller
-// cannot make one read hold an unbounded result; tiles read 256 at a time.
-const maxLogRange = 1 << 16
-
-func logRange(start, end uint64) error {
-	if end < start || end-start > maxLogRange || end > 1<<62 {
-		return &store.InvalidArgumentError{Field: "range", Detail: fmt.Sprintf("[%d, %d) is not a range of at most %d log positions", start, end, maxLogRange)}
-	}
-	return nil
-}
-
 // LogLeaves returns the leaf values (sealed runs' terminal hashes) at log
 // indexes start to end-1, for the tlog-tiles entry bundles; a position the
 // log does not hold is a NotFoundError, never skipped.
 func (s *Store) LogLeaves(ctx context.Context, start, end uint64) ([]store.Digest, error) {
-	if err := logRange(start, end); err != nil {
+	if err := store.ValidateLogRange(start, end); err != nil {
 		return nil, err
 	}
 	if err := s.check(ctx); err != nil {
@@ -42,7 +31,7 @@ func (s *Store) LogLeaves(ctx context.Context, start, end uint64) ([]store.Diges
 // LogNodes returns the stored Merkle node hashes at tree level for indexes
 // start to end-1 (level 0 holds leaf hashes), for the tlog-tiles hash tiles.
 func (s *Store) LogNodes(ctx context.Context, level uint, start, end uint64) ([]store.Digest, error) {
-	if err := logRange(start, end); err != nil {
+	if err := store.ValidateLogRange(start, end); err != nil {
 		return nil, err
 	}
 	if level > 63 {
@@ -64,27 +53,19 @@ func (s *Store) LogNodes(ctx context.Context, level uint, start, end uint64) ([]
 // indexes start to end-1 in order.
 func scanRange(rows pgx.Rows, what string, start, end uint64) ([]store.Digest, error) {
 	defer rows.Close()
-	out := make([]store.Digest, 0, end-start)
+	r := store.LogRange{What: what, Start: start, End: end}
 	for rows.Next() {
 		var idx int64
 		var h []byte
 		if err := rows.Scan(&idx, &h); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		want := start + uint64(len(out))
-		if idx < 0 || uint64(idx) != want {
-			return nil, &store.NotFoundError{What: fmt.Sprintf("%s %d", what, want)}
+		if err := r.Add(idx, h); err != nil {
+			return nil, err
 		}
-		if len(h) != 32 {
-			return nil, &store.CorruptError{Detail: fmt.Sprintf("%s %d is %d bytes", what, idx, len(h))}
-		}
-		out = append(out, store.Digest(h))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if uint64(len(out)) != end-start {
-		return nil, &store.NotFoundError{What: fmt.Sprintf("%s %d", what, start+uint64(len(out)))}
-	}
-	return out, nil
+	return r.Done()
 }
