@@ -315,9 +315,6 @@ func joinReasons(rs []string) string {
 // trust in the server (exit 4). The same root means the proof was bad and
 // the log may be fine: no verdict, checked again next time (exit 3).
 func (m *monitor) badProof(ctx context.Context, old *state, reason string) checkResult {
-	if res, ok := m.tilesFork(ctx, old, reason); ok {
-		return res
-	}
 	prev := old.check.Checkpoint
 	at, err := m.c.CheckpointAt(ctx, prev.Size)
 	if err != nil {

@@ -60,11 +60,6 @@ type tilesSource struct {
 	mu   sync.Mutex
 	last []byte                // the note Witnessed returned last
 	cp   checkpoint.Checkpoint // its checkpoint, parsed, unverified here
-	// proof is the last consistency proof built, for telling a fork.
-	proof struct {
-		old, new uint64
-		hs       []log.Hash
-	}
 }
 
 func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
@@ -79,8 +74,9 @@ func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
 func (s *tilesSource) Base() string { return api.Redact(s.loc) }
 
 // CheckpointAt fails: a tlog-tiles layout publishes only its newest
-// checkpoint. (A failed proof from tiles is told from a bad one by
-// tilesFork instead.)
+// checkpoint. A failed proof from tiles needs no older note: it was built
+// from tiles authenticated against the served root, so it reproduces that
+// root, and log.ForkRoot shows the fork from the proof alone.
 func (s *tilesSource) CheckpointAt(ctx context.Context, size uint64) ([]byte, error) {
 	return nil, fmt.Errorf("a tiles layout publishes only its newest checkpoint, not the one at size %d", size)
 }
@@ -121,9 +117,6 @@ func (s *tilesSource) Consistency(ctx context.Context, oldSize, newSize uint64) 
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.proof.old, s.proof.new, s.proof.hs = oldSize, newSize, hs
-	s.mu.Unlock()
 	out := make([]store.Digest, len(hs))
 	for i, h := range hs {
 		out[i] = store.Digest(h)
@@ -232,37 +225,4 @@ func (a *app) inclusionFromTiles(ctx context.Context, tr *trust, loc, notePath s
 	o.NotChecked = append(o.NotChecked, "That the leaf is the terminal hash of the run you hold: recompute it from the run's records (auditor verify does, for a package).")
 	o.finish()
 	return a.printProof("inclusion", o, []*disclosure.NoteCheck{nc}, asJSON)
-}
-
-// tilesFork tells a fork from a bad proof when the monitor follows tiles.
-// The consistency proof was built from tiles authenticated against the
-// served checkpoint's signed root, so it is that tree's own account of its
-// prefix: the prefix root X it implies (computed from the same tiles, and
-// from which the proof verifies) differs from the saved signed root A of
-// that size. Two signed checkpoints that cannot both be true: a fork,
-// whose evidence (both notes, the proof, X) anyone can check: the proof
-// verifies from X to the served root, and X is not A. Not decided (false)
-// for any other source or proof.
-func (m *monitor) tilesFork(ctx context.Context, old *state, reason string) (checkResult, bool) {
-	ts, ok := m.c.(*tilesSource)
-	if !ok {
-		return checkResult{}, false
-	}
-	prev := old.check.Checkpoint
-	ts.mu.Lock()
-	served, cp, p := ts.last, ts.cp, ts.proof
-	ts.mu.Unlock()
-	if served == nil || p.old != prev.Size || p.new != cp.Size || cp.Size <= prev.Size {
-		return checkResult{}, false
-	}
-	// Only a served note that verifies with the monitor's keys counts.
-	if nc := m.tr.checkNote(served); nc.Verdict() != disclosure.Sound || nc.Checkpoint.Root != cp.Root {
-		return checkResult{}, false
-	}
-	x, err := tiles.NewTree(cp.Size, cp.Root, ts.f, ts.cache).PrefixRoot(ctx, prev.Size)
-	if err != nil || x == prev.Root || log.VerifyConsistency(prev.Size, cp.Size, x, cp.Root, p.hs) != nil {
-		return checkResult{}, false
-	}
-	return m.fork(old.note, served, p.hs, fmt.Sprintf("%s; the tiles, authenticated against the served root of size %d, give its first %d leaves the root %s, from which the proof verifies, not the saved signed root %s",
-		reason, cp.Size, prev.Size, hex.EncodeToString(x[:]), hex.EncodeToString(prev.Root[:]))), true
 }
