@@ -66,3 +66,17 @@ func CheckSeal(epoch Epoch, outcome string) error {
 	}
 	return nil
 }
+
+// BulkReader is implemented by a backend that can read many runs in one
+// query: an export of a million runs in a few thousand queries instead of
+// three million.
+type BulkReader interface {
+	// ReadRuns returns, from one read snapshot, the head of each run asked
+	// (in the order asked; the genesis head for a run with no records) and
+	// the runs' records from seq 1, in the order of runs then of seqs, at
+	// most limit records in all: a run whose records were cut by the limit
+	// has fewer than its head's seq, and the runs after it none. runs must
+	// be in ascending id order. Records are decoded as ReadPage decodes
+	// them; the caller checks the chain.
+	ReadRuns(ctx context.Context, runs []RunID, limit int) ([]Head, []Record, error)
+}
