@@ -477,5 +477,3 @@ func (h *sourceHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
-
-
