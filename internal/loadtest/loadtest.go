@@ -172,8 +172,8 @@ type Report struct {
 	// together, after the bisection that follows the escalation (see
 	// Config.Refine); absent when there was none.
 	RefinedBetween []float64 `json:"refined_between_qps,omitempty"`
-	Steps          []Step           `json:"steps"`           // every step, in order
-	Ceilings       Ceilings         `json:"ceilings"`        // the machine, measured before the steps
+	Steps          []Step    `json:"steps"`    // every step, in order
+	Ceilings       Ceilings  `json:"ceilings"` // the machine, measured before the steps
 	// Commit reports the in-process witness's group commit.
 	Commit *CommitStats `json:"commit,omitempty"`
 }
@@ -313,6 +313,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		MaxIdleConns:        cfg.Logs * 2,
 		MaxIdleConnsPerHost: cfg.Logs * 2,
 		IdleConnTimeout:     time.Minute,
+		// The answers are a few hundred bytes: asking for gzip would only
+		// add a header and a decompressor's allocations to every request.
+		DisableCompression: true,
 	}
 	defer tr.CloseIdleConnections()
 	client, err := witness.NewClient(url, &http.Client{Transport: tr, Timeout: 30 * time.Second})
