@@ -265,7 +265,7 @@ func TestHistoryCheckerCatchesEachViolation(t *testing.T) {
 		t.Fatalf("a good history: %v", v)
 	}
 	cases := []struct {
-		kind  string
+		kind   string
 		break_ func(h *history)
 	}{
 		{vBudget, func(h *history) { h.budget = 2 }},
