@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/internal/pgtest"
 	"github.com/runseal/runseal/lifecycle"
@@ -240,3 +241,53 @@ func TestJournalStorageConformancePostgresShared(t *testing.T) {
 
 // envLong enables the long runs of this package's tests.
 const envLong = "RUNSEAL_LIFECYCLE_LONG"
+
+// TestSharedTypedErrors shows that on a shared store an unknown study, an
+// incompatible state kind or version, and a stale token each get their
+// typed error when the state that makes them so was written by another
+// storage: the answer comes from the journal, not from a stale view.
+func TestSharedTypedErrors(t *testing.T) {
+	ctx := context.Background()
+	f, err := openFleet(pgtest.DSN(t), "typed-"+strings.ToLower(store.NewRunID().String()), 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	a, b := f.members[0], f.members[1]
+	want := func(err error, sentinel error, what string) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s: want %v, got %v", what, sentinel, err)
+		}
+	}
+	_, err = a.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: lifecycle.StudyID(store.NewCaseID().String()), MaxTrials: 1})
+	want(err, lifecycle.ErrNotFound, "reserve in an unknown study")
+	_, err = a.InspectStudy(ctx, "not-a-study")
+	want(err, lifecycle.ErrNotFound, "inspect a malformed study id")
+
+	study, err := a.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	must(t, err)
+	out, err := a.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: 5})
+	must(t, err)
+	blob := func(version uint32) lifecycle.StateBlob {
+		return lifecycle.StateBlob{Scope: lifecycle.ScopeTrial, Name: "sampler", Kind: "tpe", Version: version, Data: []byte("x")}
+	}
+	tokA, err := a.Claim(ctx, lifecycle.ClaimRequest{Trial: out.Trial, Owner: "a", States: []lifecycle.StateBlob{blob(1)}})
+	must(t, err)
+	// b has never seen the trial; the blob a wrote decides.
+	err = b.FencedMutate(ctx, lifecycle.FencedMutationRequest{Owner: tokA, States: []lifecycle.StateBlob{blob(2)}})
+	want(err, lifecycle.ErrIncompatible, "a state of another version, by another storage")
+
+	// b takes the trial over: a's token is stale, and a must learn it
+	// from the journal.
+	obs, err := b.Observe(ctx, out.Trial)
+	must(t, err)
+	won, err := b.FailStale(ctx, lifecycle.FailStaleRequest{Observed: obs, Grace: time.Second, Intent: mpIntent})
+	if err != nil || !won {
+		t.Fatalf("fail stale: %v %v", won, err)
+	}
+	_, err = a.Renew(ctx, lifecycle.RenewRequest{Owner: tokA})
+	want(err, lifecycle.ErrLeaseLost, "renew of a token another storage failed")
+	err = a.Terminal(ctx, lifecycle.TerminalRequest{Owner: tokA, State: lifecycle.TrialComplete, Values: []float64{1}})
+	want(err, lifecycle.ErrLeaseLost, "terminal of a token another storage failed")
+}
