@@ -40,6 +40,9 @@ type workerConfig struct {
 	// Grace is the unchanged-observation interval of sweeps and
 	// finalization takeovers.
 	Grace time.Duration `json:"grace"`
+	// Bench, when set, makes the worker a benchmark process instead
+	// (benchWorker).
+	Bench *benchConfig `json:"bench,omitempty"`
 }
 
 // The finalization intent, effects and replacement every run uses.
@@ -77,6 +80,9 @@ func worker(arg string) int {
 		return 2
 	}
 	defer s.Close()
+	if cfg.Bench != nil {
+		return benchWorker(ctx, s, *cfg.Bench)
+	}
 	var failed atomic.Bool
 	var ops atomic.Int64
 	var ready sync.Once
