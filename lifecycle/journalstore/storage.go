@@ -39,13 +39,16 @@ import (
 // appended. Any failure after a write began discards the view, which is
 // rebuilt from the journal before the study's next operation.
 //
-// That serialization is in this process only, so a Storage must be the
-// only writer of its journal tenant's lifecycle records, and it enforces
-// it: New refuses a shared store, and holds an exclusive OS
+// On a store one process writes (SQLite) that serialization is in this
+// process only, so a Storage must be the only writer of its journal
+// tenant's lifecycle records, and it enforces it: it holds an exclusive OS
 // lock beside the journal's file until Close, so a second JournalStorage
 // on the same file and tenant, in this process or another, is refused
-// with [ErrLocked]. Memory grows with the studies used: each study's view
-// stays loaded.
+// with [ErrLocked]. On a shared store (PostgreSQL) the serialization is
+// the study's advisory lock in the database, the view is brought up to
+// date under it, and each append is checked against the run's head in its
+// own transaction (see [New]). Memory grows with the studies used: each
+// study's view stays loaded.
 type Storage struct {
 	j      Journal
 	shared *shared // nil for a store one process writes
