@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/internal/benchjournal"
 	"github.com/runseal/runseal/store"
 )
@@ -81,7 +82,7 @@ func (a *app) benchRestore(ctx context.Context, dir string, n int, pgDSN string,
 	rb := &restoreBench{Runs: n, Records: 2 * n}
 	rb.Load[0] = loadAverage()
 	progress("append rate and ceilings before the restore steps")
-	if rb.Before, err = benchPointAt(ctx, dir, 64, 1, d, fields, recBytes); err != nil {
+	if rb.Before, err = benchappend.PointAt(ctx, benchappend.Config{Dir: dir, Duration: d, Fields: fields, RecordBytes: recBytes}, 64, 1); err != nil {
 		return nil, err
 	}
 
@@ -145,7 +146,7 @@ func (a *app) benchRestore(ctx context.Context, dir string, n int, pgDSN string,
 	}
 	rb.Load[1] = loadAverage()
 	progress("append rate and ceilings after the restore steps")
-	if rb.After, err = benchPointAt(ctx, dir, 64, 1, d, fields, recBytes); err != nil {
+	if rb.After, err = benchappend.PointAt(ctx, benchappend.Config{Dir: dir, Duration: d, Fields: fields, RecordBytes: recBytes}, 64, 1); err != nil {
 		return nil, err
 	}
 	return rb, nil
