@@ -48,6 +48,76 @@ type NodeCache struct {
 	bytes  int64
 
 	hits, misses atomic.Uint64
+
+	fillOnce sync.Once
+	filled   chan struct{} // closed when the background fill ends
+}
+
+// RangeReader reads the stored nodes of one level from index start to
+// end-1, in order, all of them or an error (a backend's tile read).
+type RangeReader func(ctx context.Context, level uint, start, end uint64) ([]Hash, error)
+
+// fillRange is how many nodes Fill reads in one call.
+const fillRange = 16 * chunkNodes
+
+// Fill reads into the cache every node it would keep for a tree of size
+// leaves, from the top level down, a range of one level at a time, skipping
+// chunks it already holds. A proof then reads from the store only the
+// levels below the floor. read must return committed nodes only.
+func (c *NodeCache) Fill(ctx context.Context, read RangeReader, size uint64) error {
+	c.grow(size)
+	c.mu.RLock()
+	floor := c.floor
+	c.mu.RUnlock()
+	for l := int(bits.Len64(size)); l >= int(floor); l-- {
+		n := size >> uint(l)
+		for start := uint64(0); start < n; start += fillRange {
+			end := min(start+fillRange, n)
+			if c.holds(uint(l), start, end) {
+				continue
+			}
+			hs, err := read(ctx, uint(l), start, end)
+			if err != nil {
+				return fmt.Errorf("log: fill node cache, level %d [%d, %d): %w", l, start, end, err)
+			}
+			if uint64(len(hs)) != end-start {
+				return fmt.Errorf("log: fill node cache, level %d [%d, %d): %d hashes", l, start, end, len(hs))
+			}
+			c.mu.Lock()
+			for i, h := range hs {
+				c.put(compact.NewNodeID(uint(l), start+uint64(i)), h)
+			}
+			c.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// holds reports whether every node of level l from start to end-1 is
+// cached.
+func (c *NodeCache) holds(l uint, start, end uint64) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i := start; i < end; i++ {
+		if _, ok := c.get(compact.NewNodeID(l, i)); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// FillInBackground runs Fill once per cache, in its own goroutine, and
+// returns a channel closed when that fill has ended (it is the same channel
+// on every call). A fill that fails leaves the rest to the reads that miss.
+func (c *NodeCache) FillInBackground(read RangeReader, size uint64) <-chan struct{} {
+	c.fillOnce.Do(func() {
+		c.filled = make(chan struct{})
+		go func() {
+			defer close(c.filled)
+			_ = c.Fill(context.Background(), read, size)
+		}()
+	})
+	return c.filled
 }
 
 // NewNodeCache returns an empty cache that holds at most maxBytes of

@@ -197,3 +197,64 @@ func TestNodeCache_ConcurrentReadersAndGrowth(t *testing.T) {
 	close(done)
 	wg.Wait()
 }
+
+// TestNodeCache_Fill: after Fill, a proof reads from the store only the
+// nodes below the floor, the bound holds, and a failing range read is an
+// error that leaves the cache usable.
+func TestNodeCache_Fill(t *testing.T) {
+	ctx := context.Background()
+	const size = 3000
+	s := buildStore(t, leafValues(size))
+	read := func(ctx context.Context, level uint, start, end uint64) ([]Hash, error) {
+		ids := make([]compact.NodeID, 0, end-start)
+		for i := start; i < end; i++ {
+			ids = append(ids, compact.NewNodeID(level, i))
+		}
+		return s.ReadNodes(ctx, ids)
+	}
+	const max = 6 * chunkBytes
+	c := NewNodeCache(max)
+	if err := c.Fill(ctx, read, size); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if st.Bytes > max || st.Floor == 0 {
+		t.Fatalf("after Fill: %+v, want within %d bytes and a floor above 0", st, max)
+	}
+	lr := &levelRecorder{r: s}
+	root, _ := Root(ctx, s, size)
+	for _, i := range []uint64{0, 1234, size - 1} {
+		p, err := InclusionProof(ctx, c.Reader(lr, size), i, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := VerifyInclusion(leafValue(i), i, size, p, root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range lr.ids {
+		if id.Level >= st.Floor {
+			t.Errorf("after Fill a proof read node %+v from the store, at or above the floor %d", id, st.Floor)
+		}
+	}
+	failing := func(context.Context, uint, uint64, uint64) ([]Hash, error) { return nil, errors.New("disk on fire") }
+	c2 := NewNodeCache(max)
+	if err := c2.Fill(ctx, failing, size); err == nil {
+		t.Fatal("Fill with a failing reader: no error")
+	}
+	<-c2.FillInBackground(failing, size)
+	if _, err := Root(ctx, c2.Reader(s, size), size); err != nil {
+		t.Fatalf("the cache after a failed fill: %v", err)
+	}
+}
+
+// levelRecorder records the ids read through it.
+type levelRecorder struct {
+	r   NodeReader
+	ids []compact.NodeID
+}
+
+func (l *levelRecorder) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]Hash, error) {
+	l.ids = append(l.ids, ids...)
+	return l.r.ReadNodes(ctx, ids)
+}
