@@ -180,7 +180,11 @@ type chunk struct {
 	ex        []examined    // the record lines found whole in b[:n], in order
 }
 
-const aheadChunkSize = 1 << 20
+// aheadChunkSize is small enough that the chunks in flight stay in the
+// caches shared by the reader, the workers and the verifier (a chunk is
+// read, digested, examined and checked, four passes), large enough that
+// handing one over costs nothing beside them.
+const aheadChunkSize = 256 << 10
 
 // noChunk is the current chunk before the first.
 var noChunk chunk
