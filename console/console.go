@@ -144,6 +144,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	// Pages, redirects and errors alike are never cached: they carry a
+	// tenant's data or depend on the session. Static assets say otherwise.
+	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }
 
