@@ -37,8 +37,8 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	"hex": func(d store.Digest) string { return fmt.Sprintf("%x", d[:]) },
-	"b64": func(d store.Digest) string { return api.EncodeHash(d) },
+	"hex":  func(d store.Digest) string { return fmt.Sprintf("%x", d[:]) },
+	"b64":  func(d store.Digest) string { return api.EncodeHash(d) },
 	"join": strings.Join,
 	"add":  func(a, b int) int { return a + b },
 	"mul":  func(a, b int) int { return a * b },

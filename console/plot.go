@@ -74,7 +74,7 @@ func newPlot(s api.ActivitySeries, caption string) plot {
 		}
 		if len(s.Points) > 0 {
 			c.XStart = s.Points[0].At.Format("15:04")
-			c.XEnd = s.Points[len(s.Points)-1].At.Add(time.Duration(s.StepSeconds) * time.Second).Format("15:04") + " UTC"
+			c.XEnd = s.Points[len(s.Points)-1].At.Add(time.Duration(s.StepSeconds)*time.Second).Format("15:04") + " UTC"
 		}
 		p.Charts = append(p.Charts, c)
 	}
