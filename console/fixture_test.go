@@ -108,7 +108,9 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(wsrv.Close)
 	pol, err := checkpoint.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness %s %s %s\nquorum %s\n", vkey, f.witnessName, wvkey, wsrv.URL, f.witnessName))
 	must(t, err)
-	pub, err := publish.New(st, pol, logKey, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: quiet})
+	// The publisher reads the outbox's due times, which the store stamps with
+	// its clock: both must share it.
+	pub, err := publish.New(st, pol, logKey, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.now, Logger: quiet})
 	must(t, err)
 	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: signer, Queue: pub, Logger: quiet})
 

@@ -31,6 +31,16 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"age": ageText,
+	// ms shows a latency bound in milliseconds to two significant digits.
+	"ms": func(v float64) string {
+		switch {
+		case v < 0:
+			return "> 4600"
+		case v < 10:
+			return fmt.Sprintf("≤ %.2g", v)
+		}
+		return fmt.Sprintf("≤ %.0f", v)
+	},
 	"short": func(s string) string {
 		if len(s) > 16 {
 			return s[:16] + "…"

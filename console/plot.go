@@ -9,7 +9,7 @@ import (
 
 // Plot geometry, in SVG user units; the SVG scales to its box.
 const (
-	plotW, plotH     = 720.0, 140.0
+	plotW, plotH     = 1100.0, 120.0
 	plotLeft, plotPB = 56.0, 22.0 // room for the y labels and the x labels
 	plotTop          = 10.0
 )
