@@ -39,8 +39,9 @@ logging where. --store takes a journal path or a postgres:// DSN.
 
 Every request needs a bearer token (see 'journal token create'), scoped to
 one tenant with the role reader or writer, except /healthz and, with
---public, the checkpoint and proof reads. SIGINT or SIGTERM drains requests
-and stops.`
+--public, the checkpoint and proof reads. The operator console is at /:
+sign in with a reader or writer token (spec/http.md section 6). SIGINT or
+SIGTERM drains requests and stops.`
 
 // serveConfig is what 'journal serve' is started with.
 type serveConfig struct {
