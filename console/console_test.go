@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
@@ -276,4 +278,75 @@ func TestRecordViews_SealedAndErasedFieldsNeverShowPayload(t *testing.T) {
 	if bad := recordViews([]store.Record{{Raw: []byte(`{"kind":`)}})[0]; bad.Bad == "" {
 		t.Errorf("bytes that do not decode are not reported")
 	}
+}
+
+// TestRunPage_BoundedByCountAndBytes: a Run page holds at most
+// recordsPerPage records and stops before the record that would take it
+// past recordsPageBytes, and links to where the next page starts.
+func TestRunPage_BoundedByCountAndBytes(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	many, big := store.NewRunID(), store.NewRunID()
+	for _, c := range []struct {
+		run   store.RunID
+		n     int
+		field string
+	}{{many, 250, "x"}, {big, 3, strings.Repeat("y", 600<<10)}} {
+		l, err := f.st.Acquire(ctx, c.run, "w", time.Hour)
+		must(t, err)
+		var batch []store.Append
+		for range c.n {
+			batch = append(batch, store.Append{Run: c.run, Kind: "Note", Fields: []byte(`{"text":"` + c.field + `"}`)})
+		}
+		_, err = f.st.Append(ctx, l.Epoch, batch)
+		must(t, err)
+	}
+	for _, c := range []struct {
+		run        store.RunID
+		from       store.Seq
+		n          int
+		next, prev string
+	}{
+		{many, 1, recordsPerPage, "?from=101", ""},
+		{many, 201, 50, "", "?from=101"},
+		{big, 1, 1, "?from=2", ""},
+		{big, 3, 1, "", "?from=1"},
+	} {
+		recs, next, err := readRecords(ctx, f.st, c.run, c.from)
+		must(t, err)
+		if len(recs) != c.n || recs[0].Seq != c.from {
+			t.Errorf("run of %s from %d: %d records from %d, want %d", c.run, c.from, len(recs), recs[0].Seq, c.n)
+		}
+		_, body := f.get(fmt.Sprintf("/console/runs/%s?from=%d", c.run, c.from), f.reader)
+		if got := strings.Count(body, `<td class="num">`); got != c.n {
+			t.Errorf("page from %d shows %d records, want %d", c.from, got, c.n)
+		}
+		if (c.next != "") != (next != 0) || (c.next != "" && !strings.Contains(body, `href="`+c.next+`">later records`)) {
+			t.Errorf("page from %d: next %d, want link %q", c.from, next, c.next)
+		}
+		if c.prev != "" && !strings.Contains(body, `href="`+c.prev+`">`) {
+			t.Errorf("page from %d: no link to %q", c.from, c.prev)
+		}
+	}
+	if resp, _ := f.get("/console/runs/"+many.String()+"?from=0", f.reader); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("from=0: %d, want 400", resp.StatusCode)
+	}
+}
+
+// FuzzRecordViews: stored bytes of any shape, and any opened fields beside
+// them, are shown without a panic, and a field shown as sealed or erased
+// never carries a value.
+func FuzzRecordViews(f *testing.F) {
+	f.Add([]byte(`{"epoch":1,"kind":"X","note":"`+sealed.EnvelopePrefix+`AQ","run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":1,"v":1}`), []byte(`{"note":{"$erased":"s"}}`))
+	f.Add([]byte(`{"kind":`), []byte(`null`))
+	f.Add([]byte(`{"epoch":1,"kind":"X","a":[1,{"b":"c"}],"run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":1,"v":1}`), []byte(nil))
+	f.Fuzz(func(t *testing.T, raw, fields []byte) {
+		for _, v := range recordViews([]store.Record{{Raw: raw, Body: store.Body{Fields: fields}}}) {
+			for _, fv := range v.Fields {
+				if fv.State != fieldClear && fv.Value != "" {
+					t.Fatalf("field %s is %s yet shows %q", fv.Name, fv.State, fv.Value)
+				}
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -50,6 +51,8 @@ var funcs = template.FuncMap{
 	"hex":  func(d store.Digest) string { return fmt.Sprintf("%x", d[:]) },
 	"b64":  func(d store.Digest) string { return api.EncodeHash(d) },
 	"join": strings.Join,
+	// firstRuns bounds a list shown in a table cell.
+	"firstRuns": func(rs []store.RunID) []store.RunID { return rs[:min(len(rs), 10)] },
 	"add":  func(a, b int) int { return a + b },
 	"mul":  func(a, b int) int { return a * b },
 	"pager": func(d backlogsData, param string, page int, more bool, l ...any) pagerView {
@@ -221,8 +224,45 @@ type runData struct {
 	Proof string
 }
 
-// recordsPerPage bounds the records one Run page shows.
-const recordsPerPage = 100
+// recordsPerPage and recordsPageBytes bound the records one Run page
+// shows: a record may be 1 MiB, and a page of a hundred of them would be a
+// page nobody can read and a server's memory spent for nothing.
+const (
+	recordsPerPage   = 100
+	recordsPageBytes = 1 << 20
+)
+
+// readRecords reads the records of one Run page from from: at most
+// recordsPerPage, and none past the one that takes their stored bytes over
+// recordsPageBytes (at least one). next is the seq the next page starts
+// at, 0 at the head. It reads a few records at a time, as the records API
+// does, so memory follows the bound and not the run.
+func readRecords(ctx context.Context, rd store.Reader, run store.RunID, from store.Seq) (recs []store.Record, next store.Seq, err error) {
+	size := 0
+	for len(recs) < recordsPerPage {
+		chunk, err := rd.ReadPage(ctx, run, from, min(8, recordsPerPage+1-len(recs)))
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range chunk {
+			if len(recs) == recordsPerPage || (len(recs) > 0 && size+len(r.Raw) > recordsPageBytes) {
+				return recs, r.Seq, nil
+			}
+			recs = append(recs, r)
+			size += len(r.Raw)
+		}
+		if len(chunk) == 0 {
+			return recs, 0, nil
+		}
+		from = chunk[len(chunk)-1].Seq + 1
+	}
+	// A full page: is there more?
+	more, err := rd.ReadPage(ctx, run, from, 1)
+	if err != nil || len(more) == 0 {
+		return recs, 0, err
+	}
+	return recs, more[0].Seq, nil
+}
 
 func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
 	run, err := store.ParseRunID(r.PathValue("run"))
@@ -242,17 +282,16 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) (i
 	if err != nil {
 		return 0, "", view{}, err
 	}
-	recs, err := s.tenant.Store.ReadPage(ctx, run, from, recordsPerPage+1)
+	recs, next, err := readRecords(ctx, s.tenant.Store, run, from)
 	if err != nil {
 		return 0, "", view{}, err
 	}
-	d := runData{RunStatus: rs, From: from}
-	if len(recs) > recordsPerPage {
-		d.Next = recs[recordsPerPage].Seq
-		recs = recs[:recordsPerPage]
-	}
-	if from > 1 {
-		d.Prev = max(1, from-recordsPerPage)
+	d := runData{RunStatus: rs, From: from, Next: next}
+	switch {
+	case from > recordsPerPage:
+		d.Prev = from - recordsPerPage
+	case from > 1:
+		d.Prev = 1
 	}
 	d.Records = recordViews(recs)
 	if rs.Inclusion != nil {
