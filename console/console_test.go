@@ -2,8 +2,8 @@ package console
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"

@@ -53,8 +53,8 @@ var funcs = template.FuncMap{
 	"join": strings.Join,
 	// firstRuns bounds a list shown in a table cell.
 	"firstRuns": func(rs []store.RunID) []store.RunID { return rs[:min(len(rs), 10)] },
-	"add":  func(a, b int) int { return a + b },
-	"mul":  func(a, b int) int { return a * b },
+	"add":       func(a, b int) int { return a + b },
+	"mul":       func(a, b int) int { return a * b },
 	"pager": func(d backlogsData, param string, page int, more bool, l ...any) pagerView {
 		v := pagerView{D: d, Param: param, Page: page, More: more}
 		if len(l) > 0 {
