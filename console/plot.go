@@ -73,8 +73,12 @@ func newPlot(s api.ActivitySeries, caption string) plot {
 			})
 		}
 		if len(s.Points) > 0 {
-			c.XStart = s.Points[0].At.Format("15:04")
-			c.XEnd = s.Points[len(s.Points)-1].At.Add(time.Duration(s.StepSeconds)*time.Second).Format("15:04") + " UTC"
+			layout := "15:04"
+			if len(s.Points)*s.StepSeconds > 3600 {
+				layout = "Jan 2 15:04"
+			}
+			end := s.Points[len(s.Points)-1].At.Add(time.Duration(s.StepSeconds) * time.Second)
+			c.XStart, c.XEnd = s.Points[0].At.Format(layout), end.Format(layout)+" UTC"
 		}
 		p.Charts = append(p.Charts, c)
 	}
