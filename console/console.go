@@ -251,18 +251,29 @@ func (c *Console) whyRefused(ctx context.Context, tok string) string {
 	return invalid
 }
 
+// signedIn returns r's session. Without one it answers, and returns nil:
+// the sign-in page with status, or with 401 and the reason for a cookie
+// whose token is refused (the cookie is cleared).
+func (c *Console) signedIn(w http.ResponseWriter, r *http.Request, status int) *session {
+	s, msg, err := c.authenticate(r)
+	if err != nil {
+		c.fail(w, r, nil, err)
+		return nil
+	}
+	if s == nil {
+		if msg != "" {
+			clearCookie(w, r)
+			status = http.StatusUnauthorized
+		}
+		c.renderSignIn(w, r, status, msg)
+	}
+	return s
+}
+
 func (c *Console) page(fn pageFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, msg, err := c.authenticate(r)
-		if err != nil {
-			c.fail(w, r, nil, err)
-			return
-		}
+		s := c.signedIn(w, r, http.StatusUnauthorized)
 		if s == nil {
-			if msg != "" {
-				clearCookie(w, r)
-			}
-			c.renderSignIn(w, r, http.StatusUnauthorized, msg)
 			return
 		}
 		status, name, v, err := fn(w, r, s)
@@ -334,16 +345,7 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 }
 
 func (c *Console) root(w http.ResponseWriter, r *http.Request) {
-	s, msg, err := c.authenticate(r)
-	if err != nil {
-		c.fail(w, r, nil, err)
-		return
-	}
-	if s == nil {
-		if msg != "" {
-			clearCookie(w, r)
-		}
-		c.renderSignIn(w, r, http.StatusOK, msg)
+	if c.signedIn(w, r, http.StatusOK) == nil {
 		return
 	}
 	http.Redirect(w, r, "/console/log", http.StatusSeeOther)
