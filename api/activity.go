@@ -118,6 +118,9 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // Flush passes on to the connection.
 func (w *countingWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
