@@ -79,6 +79,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	contains("#tenant", "default")
 	browsertest.Screenshot(t, ctx, "1-log")
 
+	// The CSP is enforced, not only sent: an inline script put in the page
+	// does not run, while the page's own script file does (below).
+	ran, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(function(){const s=document.createElement("script"); s.textContent="window.inlineRan=true"; document.body.appendChild(s); return window.inlineRan===true;})()`))
+	if err != nil || ran {
+		t.Errorf("an inline script ran in a console page (%v): the CSP is not enforced", err)
+	}
+
 	visit("/console/activity", "#hour-appends")
 	contains("#hour-appends", "1 requests", fmt.Sprintf("%d records", f.apiRecords))
 	contains("#hour-seals", "1")
