@@ -161,9 +161,20 @@ func ReadLogStatus(ctx context.Context, t *Tenant, now time.Time) (LogStatus, er
 	return st, nil
 }
 
+// publications is what a witness's state is read from: the publisher's
+// outbox (store.PublicationStore).
+type publications interface {
+	LastCosigned(ctx context.Context, witness string) (uint64, bool, error)
+	NextPublication(ctx context.Context, witness string) (*store.Publication, error)
+}
+
 func witnessStatus(ctx context.Context, t *Tenant, p *checkpoint.Policy, w checkpoint.Witness, newest *store.SignedCheckpoint, now time.Time) (WitnessStatus, error) {
 	ws := WitnessStatus{Name: w.Name, ID: publish.WitnessID(w.Verifier), URL: w.URL}
-	last, ok, err := t.Store.LastCosigned(ctx, ws.ID)
+	ps, err := storeAs[publications](t, "witness publications")
+	if err != nil {
+		return ws, err
+	}
+	last, ok, err := ps.LastCosigned(ctx, ws.ID)
 	if err != nil {
 		return ws, err
 	}
@@ -199,7 +210,7 @@ func witnessStatus(ctx context.Context, t *Tenant, p *checkpoint.Policy, w check
 			}
 		}
 	}
-	pub, err := t.Store.NextPublication(ctx, ws.ID)
+	pub, err := ps.NextPublication(ctx, ws.ID)
 	if err != nil {
 		return ws, err
 	}

@@ -18,6 +18,23 @@ import (
 // each page shows exactly what one of these answers, read by the same
 // function, so a script sees what a person sees.
 
+// storeAs returns t's store as T, an interface the server's Store does
+// not require (Store is what the API's own routes call): the twins read
+// more of a store than the API does. Every runseal backend, and the
+// sealing decorator over one, has them; a store without is answered 501.
+func storeAs[T any](t *Tenant, what string) (T, error) {
+	s, ok := t.Store.(T)
+	if !ok {
+		return s, &Error{Status: http.StatusNotImplemented, Message: "this store keeps no " + what}
+	}
+	return s, nil
+}
+
+// positions is the log role's LogPositions, for a run's seal.
+type positions interface {
+	LogPositions(ctx context.Context, runs []store.RunID) ([]*store.Position, error)
+}
+
 // StatusRoutes returns the routes of the console's JSON twins, to pass in
 // Config.Routes; m answers GET /v1/activity (nil: that route is left out).
 func StatusRoutes(m *Meter) []Route {
@@ -101,7 +118,11 @@ func ReadRunStatus(ctx context.Context, t *Tenant, run store.RunID, now time.Tim
 		return rs, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("run %s has no records in tenant %s", run, appendinput.Quote(t.Store.Tenant()))}
 	}
 	rs.Head = Head{Run: run, Seq: h.Seq, Hash: h.Hash}
-	pos, err := t.Store.LogPositions(ctx, []store.RunID{run})
+	lp, err := storeAs[positions](t, "log positions")
+	if err != nil {
+		return rs, err
+	}
+	pos, err := lp.LogPositions(ctx, []store.RunID{run})
 	if err != nil {
 		return rs, err
 	}
@@ -199,7 +220,7 @@ func getStudies(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	ss, err := journalstore.ListStudies(r.Context(), t.Store, nil, limit)
+	ss, err := ListStudies(r.Context(), t, limit)
 	if err != nil {
 		return err
 	}
@@ -210,6 +231,16 @@ func getStudies(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	return nil
 }
 
+// ListStudies lists t's studies, most recently active first, as 'journal
+// study list'.
+func ListStudies(ctx context.Context, t *Tenant, limit int) ([]journalstore.StudySummary, error) {
+	j, err := storeAs[store.Journal](t, "studies (it is not a whole journal)")
+	if err != nil {
+		return nil, err
+	}
+	return journalstore.ListStudies(ctx, j, nil, limit)
+}
+
 // ReadStudy reads the study whose case id is s, as 'journal study show':
 // an unknown study is ErrNotFound, a study whose records do not fold an
 // error naming the first record that does not.
@@ -218,7 +249,11 @@ func ReadStudy(ctx context.Context, t *Tenant, s string) (journalstore.StudyView
 	if err != nil || c.IsZero() {
 		return journalstore.StudyView{}, badRequest("study", "study %s is not a study id (a ULID, optionally prefixed case_)", appendinput.Quote(s))
 	}
-	v, err := journalstore.ReadStudyView(ctx, t.Store, lifecycle.StudyID(c.String()))
+	j, err := storeAs[store.Journal](t, "studies (it is not a whole journal)")
+	if err != nil {
+		return journalstore.StudyView{}, err
+	}
+	v, err := journalstore.ReadStudyView(ctx, j, lifecycle.StudyID(c.String()))
 	if lifecycle.KindOf(err) == lifecycle.KindNotFound {
 		return v, notFound("no study %s in tenant %s", c, appendinput.Quote(t.Store.Tenant()))
 	}
