@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
@@ -86,12 +88,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, st: st, acme: acme, witnessName: "w-example"}
 
 	// The log's key, and a real witness that knows it, over HTTP.
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, st.Origin())
-	must(t, err)
-	signer, _, err := checkpoint.SignerForOrigin(skey, st.Origin())
-	must(t, err)
-	logKey, err := checkpoint.NewVerifier(vkey)
-	must(t, err)
+	signer, vkey, logKey := newLogKey(t, st.Origin())
 	wskey, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
 	must(t, err)
 	cos, err := checkpoint.NewCosigner(wskey)
@@ -114,11 +111,7 @@ func newFixture(t *testing.T) *fixture {
 	must(t, err)
 	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: signer, Queue: pub, Logger: quiet})
 
-	acmeSkey, acmeVkey, err := checkpoint.GenerateLogKey(rand.Reader, acme.Origin())
-	must(t, err)
-	_ = acmeSkey
-	acmeKey, err := checkpoint.NewVerifier(acmeVkey)
-	must(t, err)
+	_, _, acmeKey := newLogKey(t, acme.Origin())
 
 	// Runs in every state the pages show.
 	f.sealedRun = f.run(st, "succeeded", true)
@@ -206,6 +199,32 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// newLogKey makes a log key for origin: its signer, its vkey and its
+// verifier.
+func newLogKey(t *testing.T, origin string) (note.Signer, string, note.Verifier) {
+	t.Helper()
+	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
+	must(t, err)
+	signer, _, err := checkpoint.SignerForOrigin(skey, origin)
+	must(t, err)
+	v, err := checkpoint.NewVerifier(vkey)
+	must(t, err)
+	return signer, vkey, v
+}
+
+// noRedirect is a client that shows a redirect instead of following it.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// do sends req, without following redirects, and reads the answer.
+func do(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := noRedirect.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -283,12 +302,7 @@ func (f *fixture) get(path, tok string) (*http.Response, string) {
 	if tok != "" {
 		req.AddCookie(&http.Cookie{Name: CookieName, Value: tok})
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	must(f.t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return do(f.t, req)
 }
 
 // signIn posts the sign-in form and returns the answer.
@@ -300,10 +314,5 @@ func (f *fixture) signIn(tok string, header ...string) (*http.Response, string) 
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	must(f.t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return do(f.t, req)
 }

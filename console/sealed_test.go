@@ -53,12 +53,7 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	_, err = j.Erase(ctx, sealed.Erasure{Scope: sealed.Scope(j.Tenant(), gone, goneRun), Actor: store.Operator{Actor: "dpo", Basis: store.Asserted}, Reason: "art. 17"})
 	must(t, err)
 
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, st.Origin())
-	must(t, err)
-	signer, _, err := checkpoint.SignerForOrigin(skey, st.Origin())
-	must(t, err)
-	logKey, err := checkpoint.NewVerifier(vkey)
-	must(t, err)
+	signer, vkey, logKey := newLogKey(t, st.Origin())
 	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
 	must(t, err)
 	pol, err := checkpoint.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness w1 %s\nquorum w1\n", vkey, wvkey))
