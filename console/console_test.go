@@ -350,3 +350,42 @@ func FuzzRecordViews(f *testing.F) {
 		}
 	})
 }
+
+// TestBacklogs_PagesThroughALongListing: a section longer than a page
+// shows pageSize runs with a link to the next page, which shows the rest
+// and links back; another section's page is kept in the links.
+func TestBacklogs_PagesThroughALongListing(t *testing.T) {
+	f := newFixture(t)
+	for range 60 {
+		f.run(f.st, "quarantined", false)
+	}
+	const total = 61 // and the fixture's own
+	_, body := f.get("/console/backlogs?cancelled=0", f.reader)
+	section := func(body, id string) string {
+		i := strings.Index(body, `id="`+id+`"`)
+		j := strings.Index(body[i:], "</section>")
+		return body[i : i+j]
+	}
+	q := section(body, "quarantined")
+	if n := strings.Count(q, `class="run"`); n != pageSize {
+		t.Fatalf("page 1 shows %d quarantined runs, want %d", n, pageSize)
+	}
+	if !strings.Contains(q, `<span class="count">61</span>`) {
+		t.Errorf("the section does not give the whole count %d", total)
+	}
+	next := `href="/console/backlogs?cancelled=0&amp;quarantined=1"`
+	if !strings.Contains(q, next) {
+		t.Fatalf("page 1 has no link %s:\n%s", next, q)
+	}
+	_, body = f.get("/console/backlogs?cancelled=0&quarantined=1", f.reader)
+	q = section(body, "quarantined")
+	if n := strings.Count(q, `class="run"`); n != total-pageSize {
+		t.Errorf("page 2 shows %d quarantined runs, want %d", n, total-pageSize)
+	}
+	if !strings.Contains(q, `href="/console/backlogs?cancelled=0&amp;quarantined=0"`) || strings.Contains(q, "next page") {
+		t.Errorf("page 2 links wrong:\n%s", q)
+	}
+	if !strings.Contains(section(body, "cancelled"), f.cancelled.String()) {
+		t.Errorf("paging quarantined lost the cancelled section")
+	}
+}
