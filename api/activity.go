@@ -102,6 +102,7 @@ type countingWriter struct {
 	http.ResponseWriter
 	code  int
 	lines int
+	tail  []byte // the last bytes written, for a member name cut between writes
 }
 
 func (w *countingWriter) WriteHeader(code int) {
@@ -112,9 +113,13 @@ func (w *countingWriter) WriteHeader(code int) {
 var lineMember = []byte(`"line":`)
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	// A member name cannot be cut between writes that matter here: the
-	// append answer is written by one json.Encoder.Encode call.
-	w.lines += bytes.Count(p, lineMember)
+	// A name cut between two writes is found in the tail of the first
+	// joined to the head of the second; the head alone is too short to
+	// hold one, so nothing is counted twice.
+	n := len(lineMember) - 1
+	w.lines += bytes.Count(append(w.tail, p[:min(len(p), n)]...), lineMember) + bytes.Count(p, lineMember)
+	w.tail = append(w.tail, p[max(0, len(p)-n):]...)
+	w.tail = w.tail[max(0, len(w.tail)-n):]
 	return w.ResponseWriter.Write(p)
 }
 

@@ -211,3 +211,18 @@ func TestMeter_Percentiles(t *testing.T) {
 		}
 	}
 }
+
+// TestMeter_CountsRecordsCutBetweenWrites: an append answer written in
+// pieces, its member names cut anywhere, is counted record for record.
+func TestMeter_CountsRecordsCutBetweenWrites(t *testing.T) {
+	answer := []byte(`{"records":[{"line":1,"run":"A","seq":1},{"line":2,"run":"A","seq":2},{"line":3,"run":"A","seq":3}]}`)
+	for size := 1; size <= len(answer); size++ {
+		w := &countingWriter{ResponseWriter: httptest.NewRecorder()}
+		for i := 0; i < len(answer); i += size {
+			w.Write(answer[i:min(i+size, len(answer))])
+		}
+		if w.lines != 3 {
+			t.Fatalf("written %d bytes at a time: %d records counted, want 3", size, w.lines)
+		}
+	}
+}
