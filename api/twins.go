@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/runseal/runseal/appendinput"
+	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/log"
@@ -102,9 +105,35 @@ type RunStatus struct {
 	Witnessed *CheckpointInfo `json:"witnessed"`
 	// Inclusion proves the run's leaf in Witnessed; null when the run is
 	// not sealed or was sealed at or after its size. InclusionVerified
-	// says the server checked it against Witnessed's root (RFC 9162).
+	// says the server checked it against the root in Witnessed's note,
+	// after checking the note's signatures against the log key and the
+	// witness policy (RFC 9162; checkpoint.Policy.Verify).
 	Inclusion         *InclusionProof `json:"inclusion"`
 	InclusionVerified bool            `json:"inclusion_verified"`
+	// WitnessedProblem says why the kept witnessed note does not verify
+	// (kept under an earlier policy, or damaged); "" when it does.
+	WitnessedProblem string `json:"witnessed_problem,omitempty"`
+}
+
+// openWitnessed checks a kept witnessed note as an auditor would (the log
+// key, and the policy's quorum when there is a policy) and returns the
+// checkpoint it signs, which must be the one kept beside it.
+func openWitnessed(t *Tenant, wit *store.SignedCheckpoint) (checkpoint.Checkpoint, error) {
+	var signed *checkpoint.Signed
+	var err error
+	if t.Policy != nil {
+		signed, err = t.Policy.Verify(wit.Note, PolicyLogArgs(t.Policy, t.LogKey)...)
+	} else {
+		signed, err = checkpoint.Open(wit.Note, note.VerifierList(t.LogKey))
+	}
+	if err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
+	cp := signed.Checkpoint()
+	if cp.Size != wit.Size || cp.Root != wit.Root {
+		return cp, fmt.Errorf("the note signs size %d, root %s; kept beside it: size %d, root %s", cp.Size, EncodeHash(cp.Root), wit.Size, EncodeHash(wit.Root))
+	}
+	return cp, nil
 }
 
 // ReadRunStatus reads run's RunStatus in t.
@@ -149,7 +178,12 @@ func ReadRunStatus(ctx context.Context, t *Tenant, run store.RunID, now time.Tim
 	for i, d := range inc.Proof {
 		hs[i] = d
 	}
-	rs.InclusionVerified = inc.Size == wit.Size && log.VerifyInclusion(inc.Leaf, inc.Index, inc.Size, hs, wit.Root) == nil
+	cp, err := openWitnessed(t, wit)
+	if err != nil {
+		rs.WitnessedProblem = fmt.Sprintf("the kept witnessed checkpoint %d does not verify: %v", wit.Size, err)
+		return rs, nil
+	}
+	rs.InclusionVerified = inc.Size == cp.Size && log.VerifyInclusion(inc.Leaf, inc.Index, inc.Size, hs, cp.Root) == nil
 	return rs, nil
 }
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 )
 
@@ -224,5 +226,38 @@ func TestMeter_CountsRecordsCutBetweenWrites(t *testing.T) {
 		if w.lines != 3 {
 			t.Fatalf("written %d bytes at a time: %d records counted, want 3", size, w.lines)
 		}
+	}
+}
+
+// TestTwins_RunStatus_WitnessedNoteBelowPolicyIsNotVerified: a kept
+// "witnessed" note that does not meet the configured policy (kept under an
+// earlier one, or planted) never yields inclusion_verified, and the answer
+// says why.
+func TestTwins_RunStatus_WitnessedNoteBelowPolicyIsNotVerified(t *testing.T) {
+	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := checkpoint.ParsePolicy([]byte("witness w1 " + wvkey + "\nquorum w1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, withTwins(nil), func(c *Config, _ *Timeouts) { c.Tenants[0].Policy = pol })
+	ctx := context.Background()
+	run := ts.sealedRun(3)
+	sc, err := ts.srv.cfg.Tenants[0].Signer.SignNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.st.MarkWitnessed(ctx, sc.Size, sc.Note); err != nil { // no cosignature: below the quorum
+		t.Fatal(err)
+	}
+	code, _, body := ts.do("GET", "/v1/runs/"+run.String()+"/status", "")
+	var rs RunStatus
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rs) != nil {
+		t.Fatalf("status: %d %s", code, body)
+	}
+	if rs.InclusionVerified || rs.WitnessedProblem == "" || rs.Inclusion == nil {
+		t.Fatalf("a witnessed note below the policy: %s", body)
 	}
 }
