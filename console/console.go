@@ -398,6 +398,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		c.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden", Data: "Sign-out must come from this console's own page."})
+		return
+	}
 	clearCookie(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
