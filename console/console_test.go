@@ -177,6 +177,12 @@ func TestSignIn_CrossSiteFormRefused(t *testing.T) {
 				t.Errorf("cross-site sign-in set a session cookie")
 			}
 		}
+		req, err := http.NewRequest("POST", f.url+"/console/signout", nil)
+		must(t, err)
+		req.Header.Set(h[0], h[1])
+		if resp, _ := do(t, req); resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+			t.Errorf("sign-out with %s: %s: %d, want 403 and no cookie", h[0], h[1], resp.StatusCode)
+		}
 	}
 }
 
