@@ -112,18 +112,18 @@ func TestTwins_StatusWithoutPolicy(t *testing.T) {
 	}
 }
 
-type fakeClock struct {
+type meterClock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time {
+func (c *meterClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *fakeClock) add(d time.Duration) {
+func (c *meterClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
@@ -134,7 +134,7 @@ func (c *fakeClock) add(d time.Duration) {
 // not refused ones nor reads; a minute drops out of the hour after an
 // hour and out of the day after a day.
 func TestMeter_CountsCommittedAppendsAndSealsOnly(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)}
+	clk := &meterClock{t: time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)}
 	m := NewMeter(clk.now)
 	ts := startServer(t, withTwins(m))
 	front := httptest.NewServer(m.Observe(ts.srv))
