@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -295,4 +296,79 @@ func TestSharedTypedErrors(t *testing.T) {
 	want(err, lifecycle.ErrLeaseLost, "renew of a token another storage failed")
 	err = a.Terminal(ctx, lifecycle.TerminalRequest{Owner: tokA, State: lifecycle.TrialComplete, Values: []float64{1}})
 	want(err, lifecycle.ErrLeaseLost, "terminal of a token another storage failed")
+}
+
+// lockLost is a shared journal whose study lock is lost: LockKey grants
+// nothing, as when the lock's connection died, and before its next atomic
+// append another storage writes the study (hook, once).
+type lockLost struct {
+	*postgres.Store
+	hook *sync.Once
+	do   func()
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+func (l lockLost) LockKey(context.Context, string) (io.Closer, error) { return nopCloser{}, nil }
+func (l lockLost) Atomic() store.AtomicJournal                        { return hookedAtomic{l.Store.Atomic(), l} }
+
+type hookedAtomic struct {
+	store.AtomicJournal
+	l lockLost
+}
+
+func (h hookedAtomic) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(context.Context, store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
+	h.l.hook.Do(h.l.do)
+	return h.AtomicJournal.AppendAtomic(ctx, run, epoch, work)
+}
+
+// TestSharedLostLockAppendRefused: a storage that lost its study lock
+// decided from a view another storage then moved (a reservation within a
+// budget of one, after the other took the last place). Its append is
+// refused inside its transaction (ErrMoved, KindStorage), nothing of it
+// is written, the budget holds, and its next operation answers from the
+// journal.
+func TestSharedLostLockAppendRefused(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	tenant := "lost-" + strings.ToLower(store.NewRunID().String())
+	f, err := openFleet(dsn, tenant, 1, 0)
+	must(t, err)
+	defer f.close()
+	b := f.members[0]
+	pg, err := postgres.Open(ctx, dsn, postgres.Options{Tenant: tenant, MaxConns: 4})
+	must(t, err)
+	defer pg.Close()
+	study, err := b.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	must(t, err)
+	var other error
+	j := lockLost{Store: pg, hook: &sync.Once{}, do: func() {
+		_, other = b.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: 1})
+	}}
+	a, err := journalstore.New(j)
+	must(t, err)
+	defer a.Close()
+	if _, err := a.InspectStudy(ctx, study); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: 1})
+	must(t, other)
+	var me *journalstore.MovedError
+	if !errors.Is(err, journalstore.ErrMoved) || !errors.As(err, &me) || lifecycle.KindOf(err) != lifecycle.KindStorage {
+		t.Fatalf("want a storage error caused by ErrMoved, got %v", err)
+	}
+	if me.Folded.Seq+1 != me.Actual.Seq {
+		t.Errorf("moved error: folded %d, actual %d; want the one record the other wrote", me.Folded.Seq, me.Actual.Seq)
+	}
+	h, err := readHistory(ctx, pg, string(study), 1)
+	must(t, err)
+	for _, v := range h.check() {
+		t.Errorf("violation: %s", v)
+	}
+	out, err := a.ReserveAndCreateIfBudget(ctx, lifecycle.ReserveAndCreateRequest{Study: study, MaxTrials: 1})
+	if err != nil || out.Status != lifecycle.ReservationExhausted {
+		t.Errorf("after the refusal: want exhausted, got %+v, %v", out, err)
+	}
 }
