@@ -156,6 +156,43 @@ func NewObject(members []Member) (Value, error) {
 	return Value{Kind: Object, Members: ms}, nil
 }
 
+// MarshalAround writes object v in canonical form in two parts around the
+// value of its member key: v.Marshal() is before, that value's canonical
+// form, then after. A caller writing many objects that differ only in that
+// value (a record body's seq) sorts and encodes the rest once. ok is false
+// when v is not an object or has no member key.
+func (v Value) MarshalAround(key string) (before, after []byte, ok bool) {
+	if v.Kind != Object {
+		return nil, nil, false
+	}
+	i := slices.IndexFunc(v.Members, func(m Member) bool { return m.Key == key })
+	if i < 0 {
+		return nil, nil, false
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for k, m := range v.Members[:i+1] {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, m.Key)
+		b.WriteByte(':')
+		if k < i {
+			m.Value.write(&b)
+		}
+	}
+	before = bytes.Clone(b.Bytes())
+	b.Reset()
+	for _, m := range v.Members[i+1:] {
+		b.WriteByte(',')
+		writeString(&b, m.Key)
+		b.WriteByte(':')
+		m.Value.write(&b)
+	}
+	b.WriteByte('}')
+	return before, b.Bytes(), true
+}
+
 // StringValue returns a JSON string value.
 func StringValue(s string) Value { return Value{Kind: String, Str: s} }
 

@@ -66,14 +66,17 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, run store.RunID, epo
 
 // Append implements store.Journal.
 func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	run, err := store.ValidateBatch(epoch, batch)
+	// Parsed here, in the caller's goroutine: the single writer is left
+	// with what needs the run's head.
+	parsed, err := store.ParseBatch(epoch, batch)
 	if err != nil {
 		return nil, err
 	}
-	r := &appendReq{s: s, run: run, epoch: epoch, batch: batch}
+	run := parsed.Run()
+	r := &appendReq{s: s, run: run, epoch: epoch, parsed: parsed}
 	err = s.submit(ctx, groupcommit.Work{
 		Run: func(_ context.Context, tx *sql.Tx) error {
-			recs, err := s.appendTx(tx, run, epoch, batch)
+			recs, err := s.appendTx(tx, run, epoch, parsed)
 			r.out = recs
 			return err
 		},
@@ -85,7 +88,7 @@ func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.App
 	return r.out, nil
 }
 
-func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
+func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed *store.Parsed) ([]store.Record, error) {
 	ctx := context.Background()
 	st, err := s.loadRun(ctx, tx, run)
 	if err != nil {
@@ -97,7 +100,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch [
 	if err := s.checkFence(ctx, tx, run, epoch); err != nil {
 		return nil, err
 	}
-	prepared, err := store.BuildBatch(st.head, epoch, batch)
+	prepared, err := parsed.Build(st.head)
 	if err != nil {
 		return nil, err
 	}
