@@ -97,7 +97,7 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 			// between the two parts (the members' order does not depend on
 			// a value), with no second sort or encoding.
 			body := Body{Seq: 1, Run: run, Case: a.Case, Step: a.Step, Phase: a.Phase, EffectKey: a.EffectKey, Epoch: epoch, V: RecordVersion, Kind: a.Kind, Fields: a.Fields}
-			_, obj, err := encodeBody(body)
+			obj, err := bodyValue(body)
 			if err != nil {
 				return nil, err
 			}
@@ -117,6 +117,9 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 			var ok bool
 			if r.before, r.after, ok = obj.MarshalAround("seq"); !ok {
 				return nil, fmt.Errorf("encoded body has no seq")
+			}
+			if n := len(r.before) + 1 + len(r.after); n > MaxRecordBytes {
+				return nil, &RecordTooLargeError{Bytes: n, Limit: MaxRecordBytes}
 			}
 		}
 		// The fields are passed parsed: a record is parsed once on the way in.

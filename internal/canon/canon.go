@@ -170,27 +170,24 @@ func (v Value) MarshalAround(key string) (before, after []byte, ok bool) {
 		return nil, nil, false
 	}
 	var b bytes.Buffer
+	b.Grow(256)
 	b.WriteByte('{')
-	for k, m := range v.Members[:i+1] {
+	for k, m := range v.Members {
 		if k > 0 {
 			b.WriteByte(',')
 		}
 		writeString(&b, m.Key)
 		b.WriteByte(':')
-		if k < i {
-			m.Value.write(&b)
+		if k == i {
+			before = b.Bytes() // up to here; the value is left out
+			continue
 		}
-	}
-	before = bytes.Clone(b.Bytes())
-	b.Reset()
-	for _, m := range v.Members[i+1:] {
-		b.WriteByte(',')
-		writeString(&b, m.Key)
-		b.WriteByte(':')
 		m.Value.write(&b)
 	}
 	b.WriteByte('}')
-	return before, b.Bytes(), true
+	out := b.Bytes()
+	n := len(before)
+	return out[:n:n], out[n:], true
 }
 
 // StringValue returns a JSON string value.
