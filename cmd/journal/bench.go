@@ -41,6 +41,7 @@ type benchReport struct {
 	Targets     *targetVerdict `json:"targets,omitempty"`
 	Scale       []scalePoint   `json:"scale,omitempty"`
 	Proofs      *proofsReport  `json:"proofs,omitempty"`
+	Restore     *restoreBench  `json:"restore,omitempty"` // bench_restore.go
 }
 
 type machineInfo struct {
@@ -78,6 +79,8 @@ type benchOptions struct {
 	sealed        bool   // also measure the journal through store/sealed
 	http          bool   // drive journal serve over loopback instead (httpbench.go)
 	serveProfile  string // with http: the serve child's CPU profile file
+	restoreRuns   int    // --restore N (bench_restore.go)
+	restorePG     string // --restore-postgres DSN
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -174,6 +177,8 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.IntSliceVar(&o.batches, "batch", []int{1, 16}, "records per append")
 	f.IntVar(&o.payload, "payload", 256, "bytes of payload per record")
 	f.IntVar(&o.verifyRecords, "verify-records", 0, "also measure read/verify/page memory on a run of this many records (0: skip)")
+	f.IntVar(&o.restoreRuns, "restore", 0, "also measure export and restore of a journal of this many sealed runs (0: skip)")
+	f.StringVar(&o.restorePG, "restore-postgres", "", "with --restore, also restore into a new tenant of this PostgreSQL database")
 	f.IntVar(&o.proofs, "proofs", 0, "also measure proofs from a log of this many sealed runs (0: skip)")
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.sealed, "sealed", false, "also measure the journal through store/sealed (a fresh file key ring, or the one --keyring names)")
@@ -239,6 +244,11 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 			return err
 		}
 	}
+	if o.restoreRuns > 0 {
+		if rep.Restore, err = a.benchRestore(ctx, dir, o.restoreRuns, o.restorePG, o.duration, payload, recBytes, progress); err != nil {
+			return err
+		}
+	}
 	if o.proofs > 0 {
 		progress("proofs from a log of %d sealed runs", o.proofs)
 		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs); err != nil {
@@ -296,6 +306,9 @@ func printBench(w io.Writer, r benchReport) {
 	}
 	if r.Proofs != nil {
 		printProofs(w, r.Proofs)
+	}
+	if r.Restore != nil {
+		printRestoreBench(w, r.Restore)
 	}
 	for _, s := range r.Scale {
 		rss := "-"

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,13 +119,13 @@ func fakeDriver(t *testing.T, h http.HandlerFunc, step time.Duration) *driver {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := witness.NewClient(srv.URL, srv.Client())
+	cfg := Config{Step: step, MaxP99: 10 * time.Second}
+	cfg.defaults()
+	tgt, err := newTarget(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Step: step, MaxP99: 10 * time.Second}
-	cfg.defaults()
-	return &driver{cfg: cfg, client: c}
+	return &driver{cfg: cfg, target: tgt}
 }
 
 // TestStepCountsAnswersAfterItsEnd: the open-loop step waits for the
@@ -169,5 +170,101 @@ func TestStepLatencyFromScheduledTime(t *testing.T) {
 	// but due 10ms after the first was sent, so at least stall-10ms late.
 	if st.P50Ms < float64((stall-10*time.Millisecond)/time.Millisecond) {
 		t.Errorf("p50 %vms: the delayed request's latency was measured from its sending, not its due time", st.P50Ms)
+	}
+}
+
+// TestSearchBisectsToTheLimit: against a witness that holds any rate up to
+// 1000 qps and fails above, the escalation (factor 1.3) stops a whole
+// factor apart, and the bisection narrows the pair to within a few
+// percent of 1000, its steps marked as refinements.
+func TestSearchBisectsToTheLimit(t *testing.T) {
+	const limit = 1000.0
+	cfg := Config{StartQPS: 300, Factor: 1.3, MaxQPS: 50000, MaxP99: 250 * time.Millisecond}
+	cfg.defaults()
+	var steps []Step
+	run := func(target float64, refine bool) Step {
+		s := Step{TargetQPS: target, AchievedQPS: target, Requests: 100, P50Ms: 5, P99Ms: 10, Pass: true, Refine: refine}
+		if target > limit {
+			s.P99Ms, s.Pass = 900, false
+		}
+		steps = append(steps, s)
+		return s
+	}
+	stopped, refined := search(context.Background(), cfg, run)
+	if !strings.Contains(stopped, "p99") || len(refined) != 2 {
+		t.Fatalf("stopped %q, refined %v", stopped, refined)
+	}
+	if lo, hi := refined[0], refined[1]; lo > limit || hi <= limit || hi/lo > 1.04 {
+		t.Fatalf("refined to %v, want a pair around %v within 4%%", refined, limit)
+	}
+	nref := 0
+	for _, s := range steps {
+		if s.Refine {
+			nref++
+		}
+	}
+	if nref != cfg.Refine {
+		t.Fatalf("%d refinement steps, want %d", nref, cfg.Refine)
+	}
+}
+
+// TestSearchNoBisectionWithoutAFailure: a run that reaches the maximum rate
+// has nothing to bisect.
+func TestSearchNoBisectionWithoutAFailure(t *testing.T) {
+	cfg := Config{StartQPS: 100, Factor: 2, MaxQPS: 500}
+	cfg.defaults()
+	n := 0
+	stopped, refined := search(context.Background(), cfg, func(target float64, refine bool) Step {
+		n++
+		return Step{TargetQPS: target, AchievedQPS: target, Requests: 10, P99Ms: 1, Pass: true}
+	})
+	if !strings.Contains(stopped, "maximum") || refined != nil || n != 3 {
+		t.Fatalf("stopped %q, refined %v after %d steps", stopped, refined, n)
+	}
+}
+
+// TestStepClassifiesAnswersOnItsOwnConnections: each log's own keep-alive
+// connection carries its requests, and answers are classified as
+// witness.Client classifies them: 200, a 409 whose size the log adopts,
+// other statuses, and a 200 whose body is not signature lines, which is no
+// cosignature and was once counted as one. A witness that closes the
+// connection after an answer costs nothing.
+func TestStepClassifiesAnswersOnItsOwnConnections(t *testing.T) {
+	var n atomic.Int64
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/add-checkpoint" || r.Method != http.MethodPost || r.ContentLength <= 0 {
+			http.Error(w, "bad request line", http.StatusBadRequest)
+			return
+		}
+		switch n.Add(1) % 5 {
+		case 1:
+			io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+		case 2:
+			w.Header().Set("Content-Type", witness.ContentTypeTlogSize)
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, "0\n") // the log adopts it: its next proof is from 0
+		case 3:
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+		case 4:
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case 0:
+			io.WriteString(w, "not signature lines\n")
+		}
+	}, 50*time.Millisecond)
+	logs := fakeLogs(t, 1)
+	st := d.step(context.Background(), logs, 200) // 10 requests on one log
+	if st.Requests != 10 || n.Load() != 10 {
+		t.Fatalf("step %+v, %d served", st, n.Load())
+	}
+	want := map[string]int64{"409": 2, "429": 2, statusBadAnswer: 2}
+	for k, v := range want {
+		if st.Errors[k] != v {
+			t.Errorf("errors %v, want %v", st.Errors, want)
+			break
+		}
+	}
+	if st.AchievedQPS != 4/d.cfg.Step.Seconds() {
+		t.Errorf("achieved %v qps, want the 4 answers of 200", st.AchievedQPS)
 	}
 }

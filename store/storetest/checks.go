@@ -33,6 +33,9 @@ var checks = []check{
 	{"seal/only-final-outcomes-seal", checkOnlyFinalSeal},
 	{"seal/outcome-must-be-latest-conclusion", checkSealNeedsConclusion},
 	{"seal/unknown-run", checkSealUnknown},
+	// bulk writes (optional interface)
+	{"bulk/append-and-seal-in-order", checkBulkAppendAndSeal},
+	{"bulk/refusal-writes-nothing", checkBulkRefusalWritesNothing},
 	// outcome index
 	{"outcome-index/sealed-runs-findable", checkOutcomeFindable},
 	{"outcome-index/last-conclusion-wins", checkLastConclusionWins},
@@ -106,6 +109,7 @@ var checks = []check{
 	{"integrity/changed-outcome-index", checkChangedOutcomeIndex},
 	{"integrity/deleted-seal", checkDeletedSeal},
 	{"integrity/seal-without-log-index", checkSealWithoutIndex},
+	{"integrity/deleted-run-row", checkDeletedRunRow},
 	{"integrity/swapped-log-indexes", checkSwappedIndexes},
 	{"integrity/changed-leaf", checkChangedLeaf},
 	{"integrity/shrunk-log-size", checkShrunkLogSize},
