@@ -24,11 +24,11 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
-	s      *Store // the tenant's view that submitted it
-	run    store.RunID
-	epoch  store.Epoch
-	parsed *store.Parsed
-	out    []store.Record
+	s     *Store // the tenant's view that submitted it
+	run   store.RunID
+	epoch store.Epoch
+	batch []store.Append
+	out   []store.Record
 }
 
 // batchRun is what a batch knows and decides about one run.
@@ -160,7 +160,7 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 	if br.leased && br.epoch != r.epoch {
 		return nil, &store.FencedError{Run: r.run, Held: r.epoch, Current: br.epoch}
 	}
-	prepared, err := r.parsed.Build(br.st.head)
+	prepared, err := store.BuildBatch(br.st.head, r.epoch, r.batch)
 	if err != nil {
 		return nil, err
 	}
