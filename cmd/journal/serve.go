@@ -39,8 +39,9 @@ logging where. --store takes a journal path or a postgres:// DSN.
 
 Every request needs a bearer token (see 'journal token create'), scoped to
 one tenant with the role reader or writer, except /healthz and, with
---public, the checkpoint and proof reads. SIGINT or SIGTERM drains requests
-and stops.`
+--public, the checkpoint and proof reads. The operator console is at /:
+sign in with a reader or writer token (spec/http.md section 6). SIGINT or
+SIGTERM drains requests and stops.`
 
 // serveConfig is what 'journal serve' is started with.
 type serveConfig struct {
@@ -55,6 +56,7 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
+	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
@@ -97,6 +99,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.minRetry, "retry-min", time.Second, "first retry delay after a witness failure")
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
+	f.DurationVar(&c.tokenTTL, "token-cache-ttl", api.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -182,11 +185,20 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...)}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
+	if c.tokenTTL <= 0 {
+		cfg.TokenCacheTTL = -1 // every request asks the store
+	}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}
+	firstToken := firstTokenCommand(c.loc, c.tenants[0])
+	mountConsole := withConsole(&cfg, tokens, firstToken) // console.go
 	server, err := api.New(cfg)
+	if err != nil {
+		return err
+	}
+	handler, err := mountConsole(server)
 	if err != nil {
 		return err
 	}
@@ -195,12 +207,13 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewHTTPServer(server, api.Timeouts{}, a.log)
+	srv := api.NewHTTPServer(handler, api.Timeouts{}, a.log)
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
 	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
 	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", c.loc, stores[0].Origin(), ln.Addr())
+	a.hintFirstToken(ctx, tokens, firstToken, ln.Addr().String())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
 	}
