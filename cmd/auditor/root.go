@@ -11,16 +11,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/runseal/runseal/audit"
 )
 
 // Exit codes. They are the auditor's contract: scripts and cron jobs branch
 // on them, so each means one thing for every command.
 const (
-	exitSound        = 0 // everything checked holds
-	exitNotSound     = 1 // something checked is false or inconsistent: evidence of tampering or corruption
-	exitUsage        = 2 // the command line was wrong
-	exitUnverifiable = 3 // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
-	exitFork         = 4 // monitor: the log forked; self-contained evidence was written
+	exitSound        = audit.ExitSound        // everything checked holds
+	exitNotSound     = audit.ExitNotSound     // something checked is false or inconsistent: evidence of tampering or corruption
+	exitUsage        = audit.ExitUsage        // the command line was wrong
+	exitUnverifiable = audit.ExitUnverifiable // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
+	exitFork         = 4                      // monitor: the log forked; self-contained evidence was written
 )
 
 // exitError carries the exit code an error maps to.
