@@ -96,6 +96,7 @@ give it.
                consistency with the last one, refuse rollbacks, and write
                self-contained evidence on a fork
   bench        measure verification throughput and memory on a generated package
+  web          write the in-browser verification page as static files
 
 Keys: --log-key takes the log's note verifier key ("<origin>+<id>+<base64>");
 witnesses come from --witness keys and --quorum K, or from a C2SP tlog-policy
@@ -143,7 +144,7 @@ func (a *app) newRoot() *cobra.Command {
 		return &exitError{code: exitUsage, err: err}
 	})
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
-	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd())
+	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd(), a.webCmd())
 	return root
 }
 
