@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"strings"
 
@@ -85,14 +84,6 @@ func (t *trustFlags) load() (*trust, error) {
 		k.Policy, k.PolicyName = b, t.policy
 	}
 	tr, err := k.Trust()
-	var ke *audit.KeyError
-	if errors.As(err, &ke) && ke.Key != "" {
-		// Name the key as it was given: "@file" says more than its text.
-		args := map[string][]string{audit.FieldLogKey: t.logKeys, audit.FieldWitness: t.witnesses, audit.FieldDisclosureKey: t.disclosureKeys}[ke.Field]
-		if ke.Index >= 0 && ke.Index < len(args) {
-			ke.Key = args[ke.Index]
-		}
-	}
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}

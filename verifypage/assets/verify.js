@@ -72,8 +72,9 @@
   function show(res, name) {
     const v = $("verdict");
     v.className = "verdict " + (res.verdict || "usage");
-    v.textContent = res.verdict ? name + ": " + res.headline : "Nothing was verified";
-    $("exit").textContent = res.exitCode + " (" + res.exitMeaning + ")";
+    v.textContent = res.verdict ? name + ": " + res.headline : "Nothing was verified: the keys cannot be used";
+    $("sha256-row").hidden = $("sha256-val").hidden = $("report-section").hidden = !res.verdict;
+    $("exit").textContent = res.exitCode + " — " + res.exitMeaning;
     $("sha256").textContent = res.sha256 || "(the file was not read to its end)";
     const err = $("error");
     err.hidden = !res.error;
