@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -236,4 +237,118 @@ func TestVerifyPageMatchesCLI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditorWebStaticPage: auditor web --out writes the page as static
+// files, and those files, hosted by a plain file server, verify a genuine
+// package in the browser.
+func TestAuditorWebStaticPage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	code, out, errOut := cli(t, "web", "--out", dir)
+	if code != 0 {
+		t.Fatalf("auditor web: %d %s", code, errOut)
+	}
+	for _, f := range verifypage.Files {
+		if !strings.Contains(out, filepath.Join(dir, f)) {
+			t.Errorf("auditor web does not list %s:\n%s", f, out)
+		}
+	}
+	if !strings.Contains(out, "Content-Security-Policy: "+verifypage.CSP) {
+		t.Errorf("auditor web does not print the header to send:\n%s", out)
+	}
+	if code, _, _ := cli(t, "web"); code != exitUsage {
+		t.Errorf("auditor web without --out: exit %d, want %d", code, exitUsage)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+
+	e := newEnv(t)
+	good := e.pkg("genuine.jsonl", e.addRun(false))
+	key := func(name string) string { return filepath.Join(e.dir, name) }
+	ctx := browsertest.New(t)
+	got := verifyInPage(t, ctx, srv.URL+"/", pageInput{pkg: good, logKey: key("log.vkey"),
+		witnesses: []string{key("w1.vkey"), key("w2.vkey")}, disclosure: key("disclosure.vkey")})
+	if got.Verdict != "sound" || got.exitCode(t) != exitSound {
+		t.Fatalf("static page: verdict %q exit %q\n%s%s", got.Verdict, got.Exit, got.Error, got.Report)
+	}
+}
+
+// TestVerifyPageMemory verifies a generated genuine package of
+// $RUNSEAL_BROWSER_PACKAGE_BYTES bytes in the page and logs its time and
+// the peak of the verifier's WebAssembly memory (linear memory only grows,
+// so its size after verifying is its peak), beside two ceilings measured
+// in the same run: auditor verify on the same file natively (before and
+// after), and the page's own reading of the file in the same 1 MiB slices
+// with no checking. Without the variable it skips: generating and
+// verifying a large package takes minutes.
+func TestVerifyPageMemory(t *testing.T) {
+	size, _ := strconv.ParseInt(os.Getenv("RUNSEAL_BROWSER_PACKAGE_BYTES"), 10, 64)
+	if size <= 0 {
+		t.Skip("set RUNSEAL_BROWSER_PACKAGE_BYTES to measure")
+	}
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "big.jsonl")
+	gen, err := generate(context.Background(), size, pkg, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := pageInput{pkg: pkg, logKey: filepath.Join(dir, "log.vkey"),
+		witnesses: []string{filepath.Join(dir, "w1.vkey"), filepath.Join(dir, "w2.vkey")}, disclosure: filepath.Join(dir, "disclosure.vkey")}
+	native := func() float64 {
+		start := time.Now()
+		if code, _, errOut := cli(t, append(in.cliArgs(), "--no-progress")...); code != exitSound {
+			t.Fatalf("auditor verify: %d %s", code, errOut)
+		}
+		return time.Since(start).Seconds()
+	}
+	nativeBefore := native()
+	url := pageServer(t)
+	ctx := longBrowser(t, time.Hour)
+	got := verifyInPage(t, ctx, url, in)
+	if got.Verdict != "sound" {
+		t.Fatalf("verdict %q\n%s%s", got.Verdict, got.Error, got.Report)
+	}
+	wasm, _ := strconv.ParseInt(got.WasmBytes, 10, 64)
+	secs, _ := strconv.ParseFloat(got.Seconds, 64)
+	heap, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`performance.memory ? performance.memory.usedJSHeapSize : 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSecs, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
+		const f = document.getElementById("package").files[0];
+		const start = performance.now();
+		for (let off = 0; off < f.size; off += 1 << 20) {
+			await f.slice(off, Math.min(off + (1 << 20), f.size)).arrayBuffer();
+		}
+		return (performance.now() - start) / 1000;
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nativeAfter := native()
+	mbps := func(s float64) float64 { return float64(gen.Bytes) / s / 1e6 }
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("package %d bytes, %d records; load average %s", gen.Bytes, gen.Records, strings.TrimSpace(string(load)))
+	t.Logf("browser: verified in %.1f s (%.1f MB/s); WebAssembly memory peak %.1f MiB; JS heap after %.1f MiB",
+		secs, mbps(secs), float64(wasm)/(1<<20), heap/(1<<20))
+	t.Logf("ceilings: reading the file in 1 MiB slices in the page %.1f s (%.0f MB/s); auditor verify natively %.1f s (%.1f MB/s) before, %.1f s (%.1f MB/s) after",
+		readSecs, mbps(readSecs), nativeBefore, mbps(nativeBefore), nativeAfter, mbps(nativeAfter))
+	browsertest.Screenshot(t, ctx, "big")
+}
+
+// longBrowser is browsertest.New without its two-minute bound, for the
+// measurement above (a 1 GB package takes longer than that in a browser).
+func longBrowser(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	path, err := browsertest.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, cancelBase := context.WithTimeout(context.Background(), d)
+	actx, cancelAlloc := chromedp.NewExecAllocator(base, chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Headless, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelCtx(); cancelAlloc(); cancelBase() })
+	return ctx
 }
