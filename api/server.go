@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,14 +33,54 @@ const MaxAppendBody = 16 << 20
 // to GET /v1/runs/{run}/records (spec/http.md).
 const DefaultMaxRecordsBytes = 4 << 20
 
-// Store is what the server needs of one tenant's journal: the journal, its
-// signed checkpoints, the witness cosignatures kept for them, and the log's
-// origin.
+// Store is what the server needs of one tenant's journal: the roles its
+// routes call (append, read, lease, seal, cancel), the run listings, the
+// log's proofs, the signed checkpoints with the cosignatures kept for them,
+// and the log's origin. It is narrower than store.Journal on purpose (the
+// server never asks whether a store is shared, seals payloads or offers
+// its transaction, nor writes checkpoints or publications), so a double or
+// a decorator implements what is called and nothing else.
 type Store interface {
-	store.Journal
-	store.CheckpointStore
-	store.PublicationStore
+	store.Appender
+	store.Reader
+	store.Leaser
+	store.Sealer
+	store.Canceller
+	RunLister
+	LogProver
+	CheckpointReader
+	// Tenant names the tenant whose rows the store reaches.
+	Tenant() string
+	// Origin is the tenant's log origin.
 	Origin() string
+}
+
+// RunLister is the part of store.Finder the run listings
+// (GET /v1/runs) use.
+type RunLister interface {
+	RunsByOutcome(ctx context.Context, outcome string, limit int) ([]store.RunID, error)
+	RecentRuns(ctx context.Context, after *store.Activity, limit int) ([]store.Activity, error)
+	RecentRunsFrom(ctx context.Context, source string, after *store.Activity, limit int) ([]store.Activity, error)
+	RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error)
+	WaitingRuns(ctx context.Context, limit int) ([]store.WaitingRun, error)
+}
+
+// LogProver is the part of store.LogReader the proof routes use: the
+// current checkpoint, consistency proofs, and inclusion proofs at a size.
+type LogProver interface {
+	Checkpoint(ctx context.Context) (store.Checkpoint, error)
+	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error)
+	InclusionProofAt(ctx context.Context, run store.RunID, size uint64) (*store.Inclusion, error)
+}
+
+// CheckpointReader reads the log's signed checkpoints and the witness
+// cosignatures kept for them (the reading side of store.CheckpointStore
+// and store.PublicationStore).
+type CheckpointReader interface {
+	LatestCheckpoint(ctx context.Context) (*store.SignedCheckpoint, error)
+	SignedCheckpointAt(ctx context.Context, size uint64) (*store.SignedCheckpoint, error)
+	LatestWitnessed(ctx context.Context) (*store.SignedCheckpoint, error)
+	Cosignatures(ctx context.Context, size uint64) (map[string][]byte, error)
 }
 
 // Tenant is one tenant served: its store and what verifies its log.

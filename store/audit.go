@@ -89,6 +89,10 @@ type LogSource interface {
 	Leaves(ctx context.Context, fn func(LeafRow) error) error
 	// Unlogged streams the runs that are sealed but hold no log index.
 	Unlogged(ctx context.Context, fn func(run string) error) error
+	// Unlisted streams the runs that have records but no row among the
+	// journal's runs, by run ascending: chains that a walk over the runs
+	// would never check.
+	Unlisted(ctx context.Context, fn func(run string) error) error
 	// LevelCounts streams (level, stored nodes at that level), by level.
 	LevelCounts(ctx context.Context, fn func(level, count int64) error) error
 	// Level streams the stored nodes of one level above 0, by index
@@ -162,6 +166,19 @@ func AuditLog(ctx context.Context, src LogSource, origin string) (LogReport, err
 			return &CorruptError{Run: run, Detail: "log: run is sealed but holds no log index"}
 		}
 		return corrupt("run %q is sealed but holds no log index", short(id))
+	})
+	if err != nil {
+		return rep, err
+	}
+	// Records whose run is not listed would escape every per-run check
+	// (VerifyAll walks the listed runs), so "verified" would cover less
+	// than the journal holds.
+	err = src.Unlisted(ctx, func(id string) error {
+		const detail = "journal: the run has records but is not listed among the journal's runs, so no chain check covers them"
+		if run, perr := ParseRunID(id); perr == nil {
+			return &CorruptError{Run: run, Detail: detail}
+		}
+		return corrupt("run %q has records but is not listed among the journal's runs", short(id))
 	})
 	if err != nil {
 		return rep, err

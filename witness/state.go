@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/runseal/runseal/internal/groupcommit"
 )
 
 // readState reads a log's latest cosigned size and root.
@@ -59,9 +61,17 @@ type casUpdate struct {
 // It returns errStateChanged if the stored (size, root) is not (oldSize,
 // oldRoot), and an error wrapping ErrNotTrusted if none of u.keys is still
 // configured. It returns only once the write is durable.
+//
+// A note verified by one key (the usual case) is written batched: its
+// compare-and-swap is one UPDATE that changes one row or none, so it needs
+// no savepoint of its own, and a group of them costs one statement each
+// (see casBatch).
 func (s *Store) commitCheckpoint(ctx context.Context, u *casUpdate) error {
 	if len(u.keys) == 1 {
-		return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return s.casOneKey(ctx, tx, u) })
+		return s.writeWork(ctx, groupcommit.Work{
+			Run:     func(ctx context.Context, tx *sql.Tx) error { return s.casOneKey(ctx, tx, u) },
+			Batched: u,
+		})
 	}
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		trusted := false
@@ -88,6 +98,30 @@ func (s *Store) commitCheckpoint(ctx context.Context, u *casUpdate) error {
 		}
 		return nil
 	})
+}
+
+// casBatch writes a run of batched members of a group (each a *casUpdate
+// with one key) in tx, one statement each and no savepoints: an UPDATE is
+// atomic on its own, so a compare-and-swap that changes no row wrote
+// nothing, and its refusal needs no rollback. Any other failure (a trigger
+// refusing, I/O) poisons the group; groupcommit.SQL then runs its members
+// again alone, each in its savepoint, so the failure is pinned on its own
+// member.
+func (s *Store) casBatch(ctx context.Context, tx *sql.Tx, reqs []any) ([]error, error) {
+	out := make([]error, len(reqs))
+	for i, r := range reqs {
+		u, ok := r.(*casUpdate)
+		if !ok || len(u.keys) != 1 {
+			return nil, fmt.Errorf("witness: batched a %T", r)
+		}
+		out[i] = s.casOneKey(ctx, tx, u)
+		if out[i] != nil {
+			if _, refused := errors.AsType[*refusal](out[i]); !refused {
+				return nil, out[i]
+			}
+		}
+	}
+	return out, nil
 }
 
 // casOneKey is commitCheckpoint for a note verified by one key, the usual

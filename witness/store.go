@@ -116,8 +116,9 @@ type Store struct {
 	savepoint, release, rollbackTo, keyExists, casUpdate, casUpdateKey *sql.Stmt
 
 	// logRow is the configuration read of the add-checkpoint path, on
-	// the reader pool (database/sql prepares it on each reader once).
-	logRow *sql.Stmt
+	// the reader pool (database/sql prepares it on each reader once), and
+	// configGen the read of the configuration generation.
+	logRow, configGen *sql.Stmt
 }
 
 // prepare prepares the writer's hot statements.
@@ -145,6 +146,10 @@ func (s *Store) prepare(ctx context.Context) error {
 	var err error
 	s.logRow, err = s.rdb.PrepareContext(ctx, `SELECT l.qpd, l.burst, k.vkey FROM logs l
 		LEFT JOIN log_keys k ON k.origin = l.origin WHERE l.origin = ? ORDER BY k.vkey`)
+	if err != nil {
+		return err
+	}
+	s.configGen, err = s.rdb.PrepareContext(ctx, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'config_generation'")
 	return err
 }
 
@@ -276,6 +281,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO meta(key, value) VALUES ('schema_version', ?)", fmt.Sprint(StoreSchemaVersion)); err != nil {
 			return err
 		}
+		if err := addConfigGeneration(ctx, tx); err != nil {
+			return err
+		}
 		return tx.Commit()
 	}
 	var v string
@@ -285,7 +293,53 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if v != fmt.Sprint(StoreSchemaVersion) {
 		return fmt.Errorf("witness state schema version %s, this program knows %d", v, StoreSchemaVersion)
 	}
+	if err := addConfigGeneration(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// configGenerationSchema counts the changes to the logs' configuration
+// (logs added, keys added or removed, limits changed) in the meta row
+// config_generation, by triggers, so that every writer of the file bumps it,
+// whichever program it runs: a running witness then asks once per
+// ConfigTTL whether anything changed, instead of reading every log's keys
+// and limits again. It is additive (a meta row and triggers that programs
+// knowing schema 1 ignore), so it is added to existing files too.
+const configGenerationSchema = `
+INSERT OR IGNORE INTO meta(key, value) VALUES ('config_generation', '0');
+CREATE TRIGGER IF NOT EXISTS config_log_added AFTER INSERT ON logs
+BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'config_generation'; END;
+CREATE TRIGGER IF NOT EXISTS config_limits_changed AFTER UPDATE OF qpd, burst ON logs
+BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'config_generation'; END;
+CREATE TRIGGER IF NOT EXISTS config_key_added AFTER INSERT ON log_keys
+BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'config_generation'; END;
+CREATE TRIGGER IF NOT EXISTS config_key_removed AFTER DELETE ON log_keys
+BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'config_generation'; END;
+CREATE TRIGGER IF NOT EXISTS config_key_changed AFTER UPDATE ON log_keys
+BEGIN UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) WHERE key = 'config_generation'; END;
+`
+
+func addConfigGeneration(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'config_key_changed'").Scan(&n); err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, configGenerationSchema); err != nil {
+		return fmt.Errorf("adding the configuration generation: %w", err)
+	}
 	return nil
+}
+
+// configGeneration reads the count of configuration changes (see
+// configGenerationSchema).
+func (s *Store) configGeneration(ctx context.Context) (int64, error) {
+	var g int64
+	err := s.configGen.QueryRowContext(ctx).Scan(&g)
+	return g, err
 }
 
 // Close stops the writer after the writes already queued and closes the file.
@@ -300,7 +354,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeStmts() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.casUpdateKey, s.logRow} {
+	for _, st := range []*sql.Stmt{s.savepoint, s.release, s.rollbackTo, s.keyExists, s.casUpdate, s.casUpdateKey, s.logRow, s.configGen} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -333,6 +387,7 @@ func (s *Store) startWriter() {
 			return err
 		},
 		Refused: func(err error) bool { _, ok := errors.AsType[*refusal](err); return ok },
+		Batch:   s.casBatch,
 		Failed: func(step string, err error) error {
 			return fmt.Errorf("%w: %s: %v", ErrUnavailable, step, err)
 		},
@@ -372,7 +427,12 @@ func refuse(err error) error { return &refusal{err} }
 // fn is given ctx without its cancellation: once a member has started, a
 // caller giving up must not poison the transaction of the whole group.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	err := s.writes.Submit(ctx, groupcommit.Work{Run: fn})
+	return s.writeWork(ctx, groupcommit.Work{Run: fn})
+}
+
+// writeWork is write for a member that may also be batched (see casBatch).
+func (s *Store) writeWork(ctx context.Context, w groupcommit.Work) error {
+	err := s.writes.Submit(ctx, w)
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return fmt.Errorf("%w: state store closed", ErrUnavailable)
 	}

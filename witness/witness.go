@@ -27,11 +27,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, if not nil, is updated with every request and commit.
 	Metrics *Metrics
-	// ConfigTTL is how long a log's keys and limits are used before they
-	// are read again from the store, so an operator's changes reach a
-	// running witness; 1s when zero. A removed key stops counting at
-	// once regardless (see Store.DelKey), and an added key or log is
-	// read as soon as a request needs it.
+	// ConfigTTL bounds how long an operator's change to the logs' keys
+	// and limits takes to reach a running witness; 1s when zero. The
+	// witness asks the store at most once per ConfigTTL whether the
+	// configuration changed (one read for all logs: the store counts
+	// changes), and reads a log's keys and limits again only when it did.
+	// A removed key stops counting at once regardless (see Store.DelKey),
+	// and an added key or log is read as soon as a request needs it.
 	ConfigTTL time.Duration
 }
 
@@ -57,6 +59,13 @@ type Witness struct {
 
 	mu   sync.Mutex
 	logs map[string]*logEntry
+
+	// The store's configuration generation as last read, and when: a
+	// log's configuration read at this generation is current for up to
+	// ttl. genMu makes concurrent requests share one read.
+	genMu sync.Mutex
+	gen   int64
+	genAt time.Time
 
 	// beforeCommit, if set, runs while a request holds its log's lock,
 	// after every check and before the commit. Tests use it to stall a
@@ -106,7 +115,9 @@ type logCfg struct {
 	verifiers  note.Verifiers
 	vkeyOf     map[keyRef]string // which vkey a verified signature came from
 	qpd, burst int64
-	loaded     time.Time
+	// gen is the store's configuration generation read before the
+	// configuration was; -1 marks a configuration to read again.
+	gen int64
 }
 
 type keyRef struct {
@@ -397,8 +408,14 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 	w.mu.Lock()
 	e = w.logs[origin]
 	w.mu.Unlock()
+	// The generation is read before the row, so a change that lands
+	// between the two is read again later, never missed.
+	gen, err := w.configGeneration(ctx, now)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%w: reading the configuration generation: %v", ErrUnavailable, err)
+	}
 	if e != nil && !reload {
-		if cfg := e.cfg.Load(); cfg != nil && now.Sub(cfg.loaded) < w.ttl {
+		if cfg := e.cfg.Load(); cfg != nil && cfg.gen == gen {
 			return e, cfg, false, nil
 		}
 	}
@@ -409,7 +426,7 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 	if !ok {
 		return nil, nil, false, fmt.Errorf("%w: %q", ErrUnknownLog, origin)
 	}
-	cfg = &logCfg{vkeyOf: make(map[keyRef]string, len(row.keys)), qpd: row.qpd, burst: row.burst, loaded: now}
+	cfg = &logCfg{vkeyOf: make(map[keyRef]string, len(row.keys)), qpd: row.qpd, burst: row.burst, gen: gen}
 	vs := make([]note.Verifier, 0, len(row.keys))
 	for _, k := range row.keys {
 		v, err := checkpoint.NewVerifier(k)
@@ -448,9 +465,26 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 func (w *Witness) expire(e *logEntry) {
 	if cfg := e.cfg.Load(); cfg != nil {
 		c := *cfg
-		c.loaded = time.Time{}
+		c.gen = -1
 		e.cfg.CompareAndSwap(cfg, &c)
 	}
+}
+
+// configGeneration returns the store's configuration generation, read at
+// most once per ttl: until it moves, every log's configuration read at it
+// is current.
+func (w *Witness) configGeneration(ctx context.Context, now time.Time) (int64, error) {
+	w.genMu.Lock()
+	defer w.genMu.Unlock()
+	if !w.genAt.IsZero() && now.Sub(w.genAt) < w.ttl && now.Sub(w.genAt) >= 0 {
+		return w.gen, nil
+	}
+	g, err := w.store.configGeneration(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w.gen, w.genAt = g, now
+	return g, nil
 }
 
 func perDay(qpd int64) rate.Limit { return rate.Limit(float64(qpd) / 86400) }

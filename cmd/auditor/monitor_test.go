@@ -18,6 +18,7 @@ import (
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/monitor"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 	"golang.org/x/mod/sumdb/note"
@@ -40,7 +41,7 @@ func monitorOnce(t *testing.T, e *env, url, state string) (int, checkResult) {
 
 func savedSize(t *testing.T, e *env, state string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(state, stateFile))
+	b, err := os.ReadFile(filepath.Join(state, monitor.StateFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestMonitorFollowsAndRefuses(t *testing.T) {
 	}
 
 	// A state file changed behind the monitor's back is refused.
-	os.WriteFile(filepath.Join(state, stateFile), e.signNote(rootAt(t, e.j, 5), 1), 0o600)
+	os.WriteFile(filepath.Join(state, monitor.StateFile), e.signNote(rootAt(t, e.j, 5), 1), 0o600)
 	if code, res = monitorOnce(t, e, srv, state); code != exitUnverifiable {
 		t.Fatalf("tampered state: %d %+v", code, res)
 	}
@@ -230,7 +231,7 @@ func TestMonitorDetectsForks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev forkEvidence
+			var ev monitor.Evidence
 			if err := json.Unmarshal(b, &ev); err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +335,7 @@ func TestMonitor_ForkShownByTheSignedCheckpointAtTheSavedSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev forkEvidence
+	var ev monitor.Evidence
 	if err := json.Unmarshal(b, &ev); err != nil || ev.Served.Size != 4 || ev.Saved.Size != 4 || ev.Served.Root == ev.Saved.Root {
 		t.Fatalf("evidence: %+v %v", ev, err)
 	}
@@ -396,16 +397,22 @@ func TestMonitorLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(state, 0o700)
 	c, err := api.NewClient(srv, api.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &monitor{c: c, tr: tr, dir: state, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, metrics: newMetrics()}
+	m, err := tr.follower(c, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a := &app{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	metrics := monitor.NewMetrics()
+	report := func(res monitor.Result) { metrics.Observe(res, time.Now()) }
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { done <- m.loop(ctx, 20*time.Millisecond, "") }()
+	go func() { done <- a.runMonitor(ctx, m, metrics, 20*time.Millisecond, "", report) }()
 	// Metrics count what happened; wait for them rather than for a time,
 	// since a loaded machine may run the loop late.
 	metricsShow := func(want ...string) {
@@ -413,7 +420,7 @@ func TestMonitorLoop(t *testing.T) {
 		var body string
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			rec := httptest.NewRecorder()
-			m.metrics.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 			body = rec.Body.String()
 			all := true
 			for _, w := range want {
@@ -452,11 +459,13 @@ func TestMonitorLoop(t *testing.T) {
 	f.mu.Lock()
 	f.j = e.j
 	f.mu.Unlock()
-	state2 := filepath.Join(t.TempDir(), "s2")
-	os.MkdirAll(state2, 0o700)
-	m.dir = state2
+	m2, err := tr.follower(c, filepath.Join(t.TempDir(), "s2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { done <- m.loop(ctx2, 20*time.Millisecond, "") }()
+	go func() { done <- a.runMonitor(ctx2, m2, metrics, 20*time.Millisecond, "", report) }()
 	cancel2()
 	if err := <-done; err != nil {
 		t.Fatalf("cancelled loop: %v", err)
@@ -476,11 +485,11 @@ func TestMonitorUsage(t *testing.T) {
 	}
 	// Two monitors never share a state directory.
 	state := t.TempDir()
-	unlock, err := lockDir(filepath.Join(state, lockFile))
+	other, err := monitor.Open(monitor.Config{Source: &monitor.TilesSource{}, Dir: state})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
+	defer other.Close()
 	if code, _, errOut := cli(t, e.args("monitor", "http://127.0.0.1:1", "--state", state, "--once")...); code != exitUnverifiable || !strings.Contains(errOut, "another monitor") {
 		t.Errorf("locked state: %d %s", code, errOut)
 	}

@@ -156,7 +156,7 @@ could not be established with the keys given, or a file could not be read;
 			if newPath != "" {
 				newNote, err = readSmall(newPath)
 			} else {
-				newNote, err = fetchTilesNote(cmd.Context(), fetcher)
+				newNote, err = tiles.LatestNote(cmd.Context(), fetcher)
 			}
 			if err != nil {
 				return unverifiablef("the new checkpoint: %v", err)

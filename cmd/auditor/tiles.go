@@ -5,144 +5,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/log"
-	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/tiles"
 )
-
-// tileCacheSize bounds the tiles one auditor process keeps: 8 KiB each,
-// so at most 32 MiB; a 10^6-leaf log has about 8,000 tiles and bundles.
-const tileCacheSize = 4096
-
-// logSource is where the monitor reads a log: the journal's HTTP API
-// (api.Client) or a C2SP tlog-tiles layout (tilesSource).
-type logSource interface {
-	Witnessed(ctx context.Context) ([]byte, error)
-	Consistency(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error)
-	// CheckpointAt returns the note the log signed at size, which tells a
-	// fork from a server's bad proof.
-	CheckpointAt(ctx context.Context, size uint64) ([]byte, error)
-	Base() string
-}
-
-var _ logSource = (*api.Client)(nil)
 
 // openTiles opens --tiles LOC: an http(s) URL of a layout's prefix, or a
 // local directory as 'journal tiles sync' writes it.
 func openTiles(loc string, timeout time.Duration) (tiles.Fetcher, error) {
-	if strings.HasPrefix(loc, "http://") || strings.HasPrefix(loc, "https://") {
-		f, err := tiles.NewHTTPFetcher(loc, &http.Client{Timeout: timeout})
-		if err != nil {
-			return nil, usageErrorf("--tiles: %v", err)
-		}
-		return f, nil
-	}
-	return tiles.DirFetcher{Dir: loc}, nil
-}
-
-// tilesSource is the monitor's logSource over a tlog-tiles layout: the
-// checkpoint from checkpoint-witnessed (else checkpoint), consistency
-// proofs built from tiles it authenticates against the served root.
-type tilesSource struct {
-	loc   string
-	f     tiles.Fetcher
-	cache *tiles.Cache
-
-	mu   sync.Mutex
-	last []byte                // the note Witnessed returned last
-	cp   checkpoint.Checkpoint // its checkpoint, parsed, unverified here
-}
-
-func newTilesSource(loc string, timeout time.Duration) (*tilesSource, error) {
-	f, err := openTiles(loc, timeout)
+	f, err := tiles.Open(loc, &http.Client{Timeout: timeout})
 	if err != nil {
-		return nil, err
+		return nil, usageErrorf("--tiles: %v", err)
 	}
-	return &tilesSource{loc: loc, f: f, cache: tiles.NewCache(tileCacheSize)}, nil
-}
-
-// Base names the layout in results and evidence.
-func (s *tilesSource) Base() string { return api.Redact(s.loc) }
-
-// CheckpointAt fails: a tlog-tiles layout publishes only its newest
-// checkpoint. A failed proof from tiles needs no older note: it was built
-// from tiles authenticated against the served root, so it reproduces that
-// root, and log.ForkRoot shows the fork from the proof alone.
-func (s *tilesSource) CheckpointAt(ctx context.Context, size uint64) ([]byte, error) {
-	return nil, fmt.Errorf("a tiles layout publishes only its newest checkpoint, not the one at size %d", size)
-}
-
-// Witnessed returns the newest witnessed checkpoint the layout publishes,
-// or its newest checkpoint when it publishes no witnessed one (a plain
-// tlog-tiles log); the caller's policy decides whether that suffices.
-func (s *tilesSource) Witnessed(ctx context.Context) ([]byte, error) {
-	b, err := s.f.Fetch(ctx, tiles.WitnessedPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		b, err = s.f.Fetch(ctx, tiles.CheckpointPath)
-	}
-	if err != nil {
-		return nil, err
-	}
-	cp, perr := parseNoteBody(b)
-	s.mu.Lock()
-	s.last, s.cp = nil, checkpoint.Checkpoint{}
-	if perr == nil {
-		s.last, s.cp = b, cp
-	}
-	s.mu.Unlock()
-	return b, nil
-}
-
-// Consistency builds the proof from tiles of the tree of newSize, which
-// must be the checkpoint this source served last (the monitor verifies it
-// before asking; no other root is ever used). A tile that is malformed or
-// does not lead to that root is an error naming the tile: no verdict.
-func (s *tilesSource) Consistency(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
-	s.mu.Lock()
-	cp, ok := s.cp, s.last != nil && s.cp.Size == newSize
-	s.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("the tiles cannot prove size %d: it is not the checkpoint the layout serves, so there is no signed root to authenticate them against", newSize)
-	}
-	hs, err := tiles.NewTree(newSize, cp.Root, s.f, s.cache).ConsistencyProof(ctx, oldSize)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]store.Digest, len(hs))
-	for i, h := range hs {
-		out[i] = store.Digest(h)
-	}
-	return out, nil
-}
-
-// parseNoteBody parses the checkpoint of a note without checking any
-// signature: only to remember a root to authenticate tiles against, which
-// happens after the note itself was verified.
-func parseNoteBody(n []byte) (checkpoint.Checkpoint, error) {
-	i := strings.Index(string(n), "\n\n")
-	if i < 0 {
-		return checkpoint.Checkpoint{}, fmt.Errorf("not a signed note")
-	}
-	return checkpoint.Parse(n[:i+1])
-}
-
-// fetchTilesNote reads the checkpoint to verify against when none was
-// given: the layout's witnessed checkpoint, else its checkpoint.
-func fetchTilesNote(ctx context.Context, f tiles.Fetcher) ([]byte, error) {
-	b, err := f.Fetch(ctx, tiles.WitnessedPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		b, err = f.Fetch(ctx, tiles.CheckpointPath)
-	}
-	return b, err
+	return f, nil
 }
 
 // tilesProofError files a failure to build a proof from tiles: a bad or
@@ -197,7 +76,7 @@ func (a *app) inclusionFromTiles(ctx context.Context, tr *trust, loc, notePath s
 		if n, err = readSmall(notePath); err != nil {
 			return err
 		}
-	} else if n, err = fetchTilesNote(ctx, f); err != nil {
+	} else if n, err = tiles.LatestNote(ctx, f); err != nil {
 		return unverifiablef("the layout's checkpoint: %v", err)
 	}
 	o := &proofOutput{}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/monitor"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/tiles"
@@ -171,7 +172,7 @@ func TestMonitorTiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev forkEvidence
+	var ev monitor.Evidence
 	if err := json.Unmarshal(b, &ev); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -15,145 +14,6 @@ import (
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/store"
 )
-
-func (a *app) exportCmd() *cobra.Command {
-	var out string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "export --out FILE",
-		Short: "Write every run of the tenant, with its exact bytes and log positions, for restore",
-		Long: `Write a whole export of the tenant (spec/disclosure.md section 5): every run,
-every record with its exact stored bytes, and every sealed run's log index
-and leaf, as of the log's checkpoint when the export begins (runs sealed
-later are exported unsealed). Memory stays constant whatever the journal's
-size. The disclosure register, leases and cancellation requests are not
-exported.
-
---out - writes to stdout (the summary then goes to stderr); a file is
-created new and never replaces one, and is removed if the export fails. An
-export carries no signature: it is for "journal restore", not for auditors.`,
-		Example: `  journal export --out acme.export.jsonl
-  journal export --tenant acme --out - | gzip > acme.export.jsonl.gz`,
-		Args: cobra.NoArgs,
-		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageErrorf("--out FILE is required (- for stdout)")
-			}
-			return a.withStore(cmd.Context(), func(s journalStore) error {
-				var w io.Writer = a.stdout
-				var f *os.File
-				report := a.stdout
-				if out != "-" {
-					var err error
-					if f, err = os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
-						if errors.Is(err, fs.ErrExist) {
-							return fmt.Errorf("%s already exists; an export never replaces a file", out)
-						}
-						return err
-					}
-					w = f
-				} else {
-					report = a.stderr
-				}
-				sum, err := disclosure.Export(cmd.Context(), s, w)
-				if f != nil {
-					if err == nil {
-						err = f.Sync()
-					}
-					if cerr := f.Close(); err == nil {
-						err = cerr
-					}
-					if err != nil {
-						os.Remove(out)
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("export: %w", err)
-				}
-				if asJSON {
-					return writeJSON(report, sum)
-				}
-				_, err = fmt.Fprintf(report, "exported %d runs (%d sealed), %d records, %d bytes; log %s size %d root %s; sha256 %s\n",
-					sum.Runs, sum.Sealed, sum.Records, sum.Bytes, sum.Checkpoint.Origin, sum.Checkpoint.Size, sum.Checkpoint.Root, sum.SHA256)
-				return err
-			})
-		}),
-	}
-	cmd.Flags().StringVar(&out, "out", "", "the export file to create, or - for stdout (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	return cmd
-}
-
-func (a *app) restoreCmd() *cobra.Command {
-	var asJSON, resume bool
-	cmd := &cobra.Command{
-		Use:   "restore FILE",
-		Short: "Rebuild a journal from an export; succeed only if its log is the exported one",
-		Long: `Replay an export (from "journal export") into the journal: first read it whole
-and refuse, writing nothing, if it is cut, of an unknown version, malformed,
-a disclosure package, or if the journal already holds any of its runs or
-admission keys or has a non-empty log; then append every run's records
-through the ordinary append (one call per group of records of one epoch),
-with their exact bytes, and seal the sealed runs in log-index order.
-
-The restore succeeds only if the rebuilt log has the export's size and root.
-Create the target with "journal init" first; its origin may differ from the
-export's (the tree is the same, its name is not). FILE must be a regular
-file: it is read twice. Memory does not grow with the export: what spans the
-whole file is kept in temporary files under $TMPDIR (about 64 bytes per
-sealed run and 48 per admission key).
-
-A restore that was interrupted (killed, a full disk) is finished by running it
-again with --resume on the same target and FILE: runs and leaves the target
-already holds are checked against the export (each run's last record hash,
-the log's root) and skipped, so no run is duplicated; a target holding
-anything else is refused, naming the run or log at fault.`,
-		Example: `  journal init --db restored.db --origin example.com/log
-  journal restore acme.export.jsonl --db restored.db --tenant acme
-  journal restore acme.export.jsonl --db restored.db --tenant acme --resume`,
-		Args: cobra.ExactArgs(1),
-		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return a.withStore(cmd.Context(), func(s journalStore) error {
-				rep, err := disclosure.RestoreWith(cmd.Context(), s, f, disclosure.RestoreOptions{Resume: resume})
-				if rep != nil && (err == nil || asJSON) {
-					if asJSON {
-						if werr := writeJSON(a.stdout, rep); werr != nil {
-							return werr
-						}
-					} else {
-						if rep.Resumed {
-							fmt.Fprintf(a.stdout, "resumed: the target already held %d records and %d leaves of the export\n", rep.ResumedRecords, rep.ResumedLeaves)
-						}
-						fmt.Fprintf(a.stdout, "restored %d runs (%d sealed), %d records; log size %d root %s (the export's: size %d root %s)\n",
-							rep.Runs, rep.Sealed, rep.Records, rep.Rebuilt.Size, rep.Rebuilt.Root, rep.Expected.Size, rep.Expected.Root)
-						if rep.OriginChanged {
-							fmt.Fprintf(a.stdout, "the log's origin is now %q (it was %q)\n", rep.Rebuilt.Origin, rep.Expected.Origin)
-						}
-						if rep.ConcludedUnsealed > 0 {
-							fmt.Fprintf(a.stdout, "%d runs concluded with a sealing outcome but had no leaf in the export: seal them to continue\n", rep.ConcludedUnsealed)
-						}
-						if rep.Awaiting > 0 {
-							fmt.Fprintf(a.stdout, "%d runs came back suspended: resume them to act on their wait\n", rep.Awaiting)
-						}
-						fmt.Fprintf(a.stdout, "not carried by an export: %s\n", strings.Join(rep.NotCarried, "; "))
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("restore: %w", err)
-				}
-				return nil
-			})
-		}),
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
-	cmd.Flags().BoolVar(&resume, "resume", false, "finish an interrupted restore of the same export into this target")
-	return cmd
-}
 
 func (a *app) discloseCmd() *cobra.Command {
 	var runs, cases, witnesses []string
@@ -230,9 +90,20 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 				if err != nil {
 					return err
 				}
-				// A log key also named by the policy's log line is one key.
-				logs, err := disclosure.MergeLogKeys([]string{logVKey}, policy)
-				if err != nil {
+				var n []byte
+				if cpPath != "" {
+					if n, err = os.ReadFile(cpPath); err != nil {
+						return fmt.Errorf("--checkpoint: %w", err)
+					}
+				} else if n, err = disclosure.LatestNote(ctx, s); errors.Is(err, disclosure.ErrNoCheckpoint) {
+					return fmt.Errorf("this journal keeps no signed checkpoint: run 'journal checkpoint' (or 'journal serve --policy ...' to have it witnessed), or pass one with --checkpoint")
+				} else if err != nil {
+					return err
+				}
+				signed, err := disclosure.VerifyAgainst(n, logVKey, policy)
+				if pe := (*disclosure.CheckpointPolicyError)(nil); errors.As(err, &pe) {
+					return err
+				} else if err != nil {
 					return usageErrorf("--log-key and --policy: %v", err)
 				}
 				discKey, discVKey, err := a.disclosureKey(s.Origin(), true)
@@ -241,35 +112,6 @@ place. FILE must not exist. List the register with "journal disclosures".`,
 				}
 				if disclosure.SameKeyMaterial(discVKey, logVKey) {
 					return fmt.Errorf("the disclosure key %s is the log's key: give the journal a disclosure key of its own", a.disclosureKeyPath())
-				}
-				var n []byte
-				if cpPath != "" {
-					if n, err = os.ReadFile(cpPath); err != nil {
-						return fmt.Errorf("--checkpoint: %w", err)
-					}
-				} else {
-					// The newest checkpoint the publisher saw witnessed; a
-					// store that publishes nothing falls back to the newest
-					// signed one, which the policy check below judges.
-					var sc *store.SignedCheckpoint
-					if ps, ok := s.(store.PublicationStore); ok {
-						if sc, err = ps.LatestWitnessed(ctx); err != nil {
-							return err
-						}
-					}
-					if sc == nil {
-						if sc, err = s.LatestCheckpoint(ctx); err != nil {
-							return err
-						}
-					}
-					if sc == nil {
-						return fmt.Errorf("this journal keeps no signed checkpoint: run 'journal checkpoint' (or 'journal serve --policy ...' to have it witnessed), or pass one with --checkpoint")
-					}
-					n = sc.Note
-				}
-				signed, err := policy.Verify(n, logs...)
-				if err != nil {
-					return fmt.Errorf("the checkpoint does not meet the log key and witness policy: %w", err)
 				}
 				act, err := disclosure.Disclose(ctx, s, s, out, disclosure.Request{Selection: sel, Checkpoint: signed, Recipient: recipient, By: op, Key: discKey})
 				var up *disclosure.UnplacedRunError
@@ -435,52 +277,4 @@ func (a *app) disclosureKey(origin string, create bool) (note.Signer, string, er
 		return nil, "", fmt.Errorf("disclosure key: %w", err)
 	}
 	return s, vkey, nil
-}
-
-func (a *app) disclosuresCmd() *cobra.Command {
-	var after string
-	var limit int
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "disclosures",
-		Short: "List the disclosure register: who disclosed what to whom",
-		Long: `List the tenant's acts of disclosure, oldest first: id, time, who, recipient,
-the selection, the checkpoint, and the SHA-256 of the package delivered (an
-auditor's "auditor verify" prints the same digest for the file it received).
-The register is kept beside the journal, unchained, and never exported.`,
-		Example: `  journal disclosures
-  journal disclosures --json | jq -r 'select(.recipient | test("regulator")) | .package'`,
-		Args: cobra.NoArgs,
-		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 || limit > store.MaxLimit {
-				return usageErrorf("--limit %d: must be from 1 to %d", limit, store.MaxLimit)
-			}
-			return a.withStore(cmd.Context(), func(s journalStore) error {
-				acts, err := s.Disclosures(cmd.Context(), after, limit)
-				if err != nil {
-					return err
-				}
-				for _, d := range acts {
-					if asJSON {
-						if err := writeJSON(a.stdout, d); err != nil {
-							return err
-						}
-						continue
-					}
-					signed := d.SignedBy
-					if signed == "" {
-						signed = "(no statement: recorded before packages were signed)"
-					}
-					fmt.Fprintf(a.stdout, "%s  %s  by %s (%s) to %s: %d runs, %d cases selected; %d runs (%d sealed), %d records; checkpoint %s size %d; package sha256 %s, %d bytes; signed by %s\n",
-						d.ID, d.At.Format("2006-01-02T15:04:05Z"), d.By.Actor, d.By.Basis, d.Recipient, len(d.Runs), len(d.Cases),
-						d.Carried, d.Sealed, d.Records, d.Checkpoint.Origin, d.Checkpoint.Size, d.Package, d.Bytes, signed)
-				}
-				return nil
-			})
-		}),
-	}
-	cmd.Flags().StringVar(&after, "after", "", "list acts after this id (for paging)")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many acts")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per act (JSON Lines)")
-	return cmd
 }

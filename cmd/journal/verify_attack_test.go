@@ -150,3 +150,26 @@ func TestVerifyAll_BothBrokenReportsBoth(t *testing.T) {
 	}
 	expect(t, cli(t, db, "", "verify", "--all"), exitFailure, "for 1 of 3 runs", "and for the log", "node (1, 0)")
 }
+
+// TestVerifyAll_DeletedRunRowHidesRecords deletes the runs row of an open
+// run and then rewrites one of its records: verify --all walks the listed
+// runs, so before it checked for records of unlisted runs it said "all
+// intact" about a journal holding a broken chain.
+func TestVerifyAll_DeletedRunRowHidesRecords(t *testing.T) {
+	db, _ := sealedJournal(t, 2)
+	open := store.NewRunID()
+	mustCLI(t, db, line(open, "Note", "")+line(open, "Note", ""), "append", "--epoch", "1")
+	mustCLI(t, db, "", "verify", "--all")
+	raw := rawSQL(t, db)
+	if _, err := raw.Exec(`DELETE FROM runs WHERE run = ?`, open.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE records SET hash = zeroblob(32) WHERE run = ? AND seq = 2`, open.String()); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, db, "", "verify", "--all")
+	expect(t, r, exitFailure, "verification FAILED", open.String(), "not listed among the journal's runs")
+	if strings.Contains(r.stderr, "all intact") {
+		t.Errorf("a failed verify says all intact: %s", r.stderr)
+	}
+}

@@ -39,8 +39,11 @@ latency is measured from the due time (a witness that falls behind shows it
 as latency, not as fewer requests), and answers that arrive after the step
 ends still count for it. A request that could not even be sent within the
 larger of the step and 10 x --max-p99 of its due time is an error, "late".
-The sustained rate is the highest step that kept p99 within the bound with at
-most 1% errors. Print the result as JSON on stdout; progress
+When the escalation stops on a failure, --refine more steps bisect between
+the last rate held and the first that failed (a factor of 1.25 narrows to
+about 3% with the default 3), so the figure is not up to a whole factor
+below the witness's limit. The sustained rate is the highest step that kept
+p99 within the bound with at most 1% errors. Print the result as JSON on stdout; progress
 goes to stderr.
 
 By default the witness under test runs in this process, on a fresh state file
@@ -60,7 +63,8 @@ per second (what a witness without group commit could do).
 
 The JSON: sustained_qps (the best step that met the bound, its p50_ms and
 p99_ms), errors_by_status, steps, ceilings, commit (transactions and writes
-per transaction of the in-process witness), stopped_because.`,
+per transaction of the in-process witness), stopped_because,
+refined_between_qps (the rates held and failed after the bisection).`,
 		Example: `  witness loadtest
   witness loadtest --logs 256 --start-qps 1000 --factor 1.2 --step 10s --max-p99 100ms
   witness loadtest --start-qps 2000 --max-qps 2000 --step 20s --cpuprofile cpu.out
@@ -116,6 +120,7 @@ per transaction of the in-process witness), stopped_because.`,
 	f.DurationVar(&cfg.MaxP99, "max-p99", loadtestP99, "latency bound: stop after a step whose p99 is above it")
 	f.IntVar(&cfg.Leaves, "leaves", 1, "leaves each log appends between checkpoints")
 	f.IntVar(&cfg.VerifyEvery, "verify-every", 1, "verify every n-th cosignature (-1: none)")
+	f.IntVar(&cfg.Refine, "refine", 3, "steps that bisect between the last rate held and the first that failed (-1: none)")
 	f.DurationVar(&cfg.Ceiling, "ceiling-time", loadtestCeiling, "how long each ceiling measurement runs")
 	f.BoolVar(&pretty, "pretty", false, "indent the JSON")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run (generator and in-process witness) to this file, for go tool pprof")

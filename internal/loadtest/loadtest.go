@@ -84,6 +84,11 @@ type Config struct {
 	VerifyEvery int
 	// Ceiling is how long each ceiling measurement runs; 1s.
 	Ceiling time.Duration
+	// Refine is how many steps bisect between the last rate sustained and
+	// the first that failed, once the escalation stops on a failure; 0
+	// takes the default 3 (a factor of 1.25 then resolves to about 3%),
+	// negative none.
+	Refine int
 
 	// Logger receives progress; slog.Default() when nil.
 	Logger *slog.Logger
@@ -118,6 +123,9 @@ func (c *Config) defaults() {
 	if c.Ceiling <= 0 {
 		c.Ceiling = time.Second
 	}
+	if c.Refine == 0 {
+		c.Refine = 3
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -140,7 +148,9 @@ type Report struct {
 	// kept p99 within the bound with at most 1% errors, latency counted
 	// from each request's scheduled time; P50Ms and P99Ms are that step's.
 	// The escalation also stops at the first step that falls short of 90%
-	// of its target: the witness is saturated.
+	// of its target: the witness is saturated. Then a few steps bisect
+	// between the last rate held and the first that failed (Config.Refine),
+	// and count too.
 	SustainedQPS float64 `json:"sustained_qps"`
 	P50Ms        float64 `json:"p50_ms"` // median latency at the sustained step
 	P99Ms        float64 `json:"p99_ms"` // 99th percentile latency at the sustained step
@@ -158,8 +168,12 @@ type Report struct {
 	ErrorsByStatus map[string]int64 `json:"errors_by_status"`
 	Requests       int64            `json:"requests"`        // scheduled, all steps
 	StoppedBecause string           `json:"stopped_because"` // why the escalation ended
-	Steps          []Step           `json:"steps"`           // every step, in order
-	Ceilings       Ceilings         `json:"ceilings"`        // the machine, measured before the steps
+	// RefinedBetween is the rate held and the rate that failed, closest
+	// together, after the bisection that follows the escalation (see
+	// Config.Refine); absent when there was none.
+	RefinedBetween []float64 `json:"refined_between_qps,omitempty"`
+	Steps          []Step    `json:"steps"`    // every step, in order
+	Ceilings       Ceilings  `json:"ceilings"` // the machine, measured before the steps
 	// Commit reports the in-process witness's group commit.
 	Commit *CommitStats `json:"commit,omitempty"`
 }
@@ -179,6 +193,7 @@ type Step struct {
 	CPUUsPerRequest float64          `json:"cpu_us_per_request"`
 	Errors          map[string]int64 `json:"errors,omitempty"` // other answers by status; "late": not sent within the drain time
 	Pass            bool             `json:"pass"`             // p99 within the bound, at most 1% errors
+	Refine          bool             `json:"refine,omitempty"` // a bisection step, after the escalation
 }
 
 // Ceilings are the machine's limits measured in the same run.
@@ -298,6 +313,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		MaxIdleConns:        cfg.Logs * 2,
 		MaxIdleConnsPerHost: cfg.Logs * 2,
 		IdleConnTimeout:     time.Minute,
+		// The answers are a few hundred bytes: asking for gzip would only
+		// add a header and a decompressor's allocations to every request.
+		DisableCompression: true,
 	}
 	defer tr.CloseIdleConnections()
 	client, err := witness.NewClient(url, &http.Client{Transport: tr, Timeout: 30 * time.Second})
@@ -307,28 +325,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	d := &driver{cfg: cfg, client: client, verifiers: note.VerifierList(wverifs...), nverifiers: len(wverifs)}
 
 	best := -1
-	target := cfg.StartQPS
-	for {
-		if err := ctx.Err(); err != nil {
-			rep.StoppedBecause = "interrupted"
-			break
-		}
+	// run drives one step at target and files it in the report.
+	run := func(target float64, refine bool) Step {
 		g0, cpu0 := groups.snapshot(), cpuTime()
 		step := d.step(ctx, logs, target)
 		g1, cpu1 := groups.snapshot(), cpuTime()
+		step.Refine = refine
 		if step.Requests > 0 && cpu1 > cpu0 {
 			step.CPUUsPerRequest = round1(float64(cpu1-cpu0) / float64(time.Microsecond) / float64(step.Requests))
 		}
 		step.Pass = step.P99Ms >= 0 && step.P99Ms <= ms(cfg.MaxP99) && errorRate(step) <= 0.01
 		rep.Steps = append(rep.Steps, step)
 		lg.Info("loadtest: step", "target_qps", round1(target), "achieved_qps", step.AchievedQPS,
-			"p50_ms", step.P50Ms, "p99_ms", step.P99Ms, "errors", step.Errors, "pass", step.Pass)
+			"p50_ms", step.P50Ms, "p99_ms", step.P99Ms, "errors", step.Errors, "pass", step.Pass, "refine", refine)
 		for k, v := range step.Errors {
 			rep.ErrorsByStatus[k] += v
 		}
 		rep.Requests += step.Requests
 		if step.Pass && (best < 0 || step.AchievedQPS > rep.Steps[best].AchievedQPS) {
 			best = len(rep.Steps) - 1
+			rep.Commit = nil
 			if cfg.URL == "" && g1.n > g0.n {
 				rep.Commit = &CommitStats{
 					CommitsPerSec:  round1(float64(g1.n-g0.n) / cfg.Step.Seconds()),
@@ -336,21 +352,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				}
 			}
 		}
-		switch {
-		case !step.Pass && step.P99Ms > ms(cfg.MaxP99):
-			rep.StoppedBecause = fmt.Sprintf("p99 %.1fms over the %.0fms bound at %.0f qps", step.P99Ms, ms(cfg.MaxP99), target)
-		case !step.Pass:
-			rep.StoppedBecause = fmt.Sprintf("%.1f%% errors at %.0f qps", 100*errorRate(step), target)
-		case step.AchievedQPS < 0.9*target:
-			rep.StoppedBecause = fmt.Sprintf("saturated: %.0f of %.0f qps answered within the bound", step.AchievedQPS, target)
-		case target*cfg.Factor > cfg.MaxQPS:
-			rep.StoppedBecause = fmt.Sprintf("reached the maximum rate %.0f qps", cfg.MaxQPS)
-		}
-		if rep.StoppedBecause != "" {
-			break
-		}
-		target *= cfg.Factor
+		return step
 	}
+	rep.StoppedBecause, rep.RefinedBetween = search(ctx, cfg, run)
 	if best >= 0 {
 		b := rep.Steps[best]
 		rep.SustainedQPS, rep.P50Ms, rep.P99Ms = b.AchievedQPS, b.P50Ms, b.P99Ms
@@ -370,6 +374,60 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// search escalates the rate from cfg.StartQPS by cfg.Factor, running each
+// step with run, until a step fails, the witness saturates or cfg.MaxQPS is
+// reached, and returns why it stopped. The escalation's steps are a factor
+// apart, so it then bisects (geometrically, cfg.Refine steps at most)
+// between the last rate held and the first that failed, and returns that
+// pair, closest together: the sustained figure is then within a few
+// percent of the witness's limit rather than up to a whole factor below.
+func search(ctx context.Context, cfg Config, run func(target float64, refine bool) Step) (stopped string, refined []float64) {
+	// held says whether a step sustained its target: within the bound and
+	// answering at least 90% of it.
+	held := func(s Step, target float64) bool { return s.Pass && s.AchievedQPS >= 0.9*target }
+	target := cfg.StartQPS
+	lastHeld, failed := 0.0, 0.0
+	for {
+		if err := ctx.Err(); err != nil {
+			stopped = "interrupted"
+			break
+		}
+		step := run(target, false)
+		switch {
+		case !step.Pass && step.P99Ms > ms(cfg.MaxP99):
+			stopped = fmt.Sprintf("p99 %.1fms over the %.0fms bound at %.0f qps", step.P99Ms, ms(cfg.MaxP99), target)
+		case !step.Pass:
+			stopped = fmt.Sprintf("%.1f%% errors at %.0f qps", 100*errorRate(step), target)
+		case step.AchievedQPS < 0.9*target:
+			stopped = fmt.Sprintf("saturated: %.0f of %.0f qps answered within the bound", step.AchievedQPS, target)
+		case target*cfg.Factor > cfg.MaxQPS:
+			stopped = fmt.Sprintf("reached the maximum rate %.0f qps", cfg.MaxQPS)
+		}
+		if held(step, target) {
+			lastHeld = target
+		} else {
+			failed = target
+		}
+		if stopped != "" {
+			break
+		}
+		target *= cfg.Factor
+	}
+	if lastHeld == 0 || failed <= lastHeld {
+		return stopped, nil
+	}
+	lo, hi := lastHeld, failed
+	for i := 0; i < cfg.Refine && hi/lo > 1.02 && ctx.Err() == nil; i++ {
+		mid := math.Sqrt(lo * hi)
+		if held(run(mid, true), mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return stopped, []float64{round1(lo), round1(hi)}
 }
 
 func errorRate(s Step) float64 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,5 +170,55 @@ func TestStepLatencyFromScheduledTime(t *testing.T) {
 	// but due 10ms after the first was sent, so at least stall-10ms late.
 	if st.P50Ms < float64((stall-10*time.Millisecond)/time.Millisecond) {
 		t.Errorf("p50 %vms: the delayed request's latency was measured from its sending, not its due time", st.P50Ms)
+	}
+}
+
+// TestSearchBisectsToTheLimit: against a witness that holds any rate up to
+// 1000 qps and fails above, the escalation (factor 1.3) stops a whole
+// factor apart, and the bisection narrows the pair to within a few
+// percent of 1000, its steps marked as refinements.
+func TestSearchBisectsToTheLimit(t *testing.T) {
+	const limit = 1000.0
+	cfg := Config{StartQPS: 300, Factor: 1.3, MaxQPS: 50000, MaxP99: 250 * time.Millisecond}
+	cfg.defaults()
+	var steps []Step
+	run := func(target float64, refine bool) Step {
+		s := Step{TargetQPS: target, AchievedQPS: target, Requests: 100, P50Ms: 5, P99Ms: 10, Pass: true, Refine: refine}
+		if target > limit {
+			s.P99Ms, s.Pass = 900, false
+		}
+		steps = append(steps, s)
+		return s
+	}
+	stopped, refined := search(context.Background(), cfg, run)
+	if !strings.Contains(stopped, "p99") || len(refined) != 2 {
+		t.Fatalf("stopped %q, refined %v", stopped, refined)
+	}
+	if lo, hi := refined[0], refined[1]; lo > limit || hi <= limit || hi/lo > 1.04 {
+		t.Fatalf("refined to %v, want a pair around %v within 4%%", refined, limit)
+	}
+	nref := 0
+	for _, s := range steps {
+		if s.Refine {
+			nref++
+		}
+	}
+	if nref != cfg.Refine {
+		t.Fatalf("%d refinement steps, want %d", nref, cfg.Refine)
+	}
+}
+
+// TestSearchNoBisectionWithoutAFailure: a run that reaches the maximum rate
+// has nothing to bisect.
+func TestSearchNoBisectionWithoutAFailure(t *testing.T) {
+	cfg := Config{StartQPS: 100, Factor: 2, MaxQPS: 500}
+	cfg.defaults()
+	n := 0
+	stopped, refined := search(context.Background(), cfg, func(target float64, refine bool) Step {
+		n++
+		return Step{TargetQPS: target, AchievedQPS: target, Requests: 10, P99Ms: 1, Pass: true}
+	})
+	if !strings.Contains(stopped, "maximum") || refined != nil || n != 3 {
+		t.Fatalf("stopped %q, refined %v after %d steps", stopped, refined, n)
 	}
 }

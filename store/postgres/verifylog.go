@@ -77,6 +77,18 @@ func (l logSource) Leaves(ctx context.Context, fn func(store.LeafRow) error) err
 	})
 }
 
+func (l logSource) Unlisted(ctx context.Context, fn func(string) error) error {
+	return l.each(ctx, `SELECT DISTINCT r.run FROM {S}.records r WHERE r.tenant = $1
+		AND NOT EXISTS (SELECT 1 FROM {S}.runs u WHERE u.tenant = r.tenant AND u.run = r.run) ORDER BY r.run`,
+		[]any{l.tenant}, func(rows pgx.Rows) error {
+			var run string
+			if err := rows.Scan(&run); err != nil {
+				return fmt.Errorf("verify log: %w", err)
+			}
+			return fn(run)
+		})
+}
+
 func (l logSource) Unlogged(ctx context.Context, fn func(string) error) error {
 	return l.each(ctx, `SELECT run FROM {S}.runs WHERE tenant = $1 AND sealed_outcome IS NOT NULL AND log_index IS NULL ORDER BY run`,
 		[]any{l.tenant}, func(rows pgx.Rows) error {

@@ -73,6 +73,18 @@ func (l logSource) Unlogged(ctx context.Context, fn func(string) error) error {
 		})
 }
 
+func (l logSource) Unlisted(ctx context.Context, fn func(string) error) error {
+	return l.each(ctx, `SELECT DISTINCT r.run FROM records r WHERE r.tenant = ?
+		AND NOT EXISTS (SELECT 1 FROM runs u WHERE u.tenant = r.tenant AND u.run = r.run) ORDER BY r.run`,
+		[]any{l.tenant}, func(rows *sql.Rows) error {
+			var run string
+			if err := rows.Scan(&run); err != nil {
+				return fmt.Errorf("verify log: %w", err)
+			}
+			return fn(run)
+		})
+}
+
 func (l logSource) LevelCounts(ctx context.Context, fn func(level, count int64) error) error {
 	return l.each(ctx, `SELECT level, count(*) FROM log_nodes WHERE tenant = ? GROUP BY level ORDER BY level`,
 		[]any{l.tenant}, func(rows *sql.Rows) error {

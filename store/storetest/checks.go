@@ -106,6 +106,7 @@ var checks = []check{
 	{"integrity/changed-outcome-index", checkChangedOutcomeIndex},
 	{"integrity/deleted-seal", checkDeletedSeal},
 	{"integrity/seal-without-log-index", checkSealWithoutIndex},
+	{"integrity/deleted-run-row", checkDeletedRunRow},
 	{"integrity/swapped-log-indexes", checkSwappedIndexes},
 	{"integrity/changed-leaf", checkChangedLeaf},
 	{"integrity/shrunk-log-size", checkShrunkLogSize},

@@ -167,6 +167,14 @@ func checkDeletedSeal(t *T) {
 	t.wantLogCorrupt(f, "deleting the seal of the run at index 2")
 }
 
+// checkDeletedRunRow deletes the open run's row: its records remain, but a
+// walk over the listed runs would never check their chain.
+func checkDeletedRunRow(t *T) {
+	f := t.sealedLog()
+	t.tamper(f.j, `DELETE FROM runs WHERE tenant = ? AND run = ?`, f.j.Tenant(), f.open.String())
+	t.wantLogCorrupt(f, "deleting the runs row of a run that has records")
+}
+
 func checkSealWithoutIndex(t *T) {
 	f := t.sealedLog()
 	t.tamper(f.j, `UPDATE runs SET log_index = NULL WHERE tenant = ? AND run = ?`, f.j.Tenant(), f.sealed[4].String())

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package monitor
 
 import (
 	"fmt"
@@ -17,7 +17,9 @@ func lockDir(path string) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("another monitor holds %s", path)
+		return nil, fmt.Errorf("%w: another monitor holds %s", ErrLocked, path)
 	}
 	return func() { f.Close() }, nil
 }
+
+const lockDirIsNoop = false
