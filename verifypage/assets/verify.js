@@ -95,6 +95,7 @@
     m.dataset.wasmBytes = String(peakMemory);
     m.textContent = res.bytes ? "Read " + fmtBytes(res.bytes) + "; the verifier's memory peaked at " + fmtBytes(peakMemory) + "." : "";
     $("result").hidden = false;
+    $("result").scrollIntoView({ block: "start" });
   }
 
   $("form").addEventListener("submit", async (ev) => {
