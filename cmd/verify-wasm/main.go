@@ -132,13 +132,18 @@ func verify(ctx context.Context, p js.Value) map[string]any {
 		"sha256":      rep.SHA256,
 		"bytes":       float64(rep.Counts.Bytes),
 	}
-	if b, err := json.MarshalIndent(struct {
+	// As auditor verify --json prints it.
+	var jsonText strings.Builder
+	enc := json.NewEncoder(&jsonText)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(struct {
 		File     string `json:"file"`
 		ExitCode int    `json:"exit_code"`
 		*disclosure.Report
 		Sealing *sealed.Inspection `json:"sealing,omitempty"`
-	}{name, code, rep, sealing}, "", "  "); err == nil {
-		out["json"] = string(b)
+	}{name, code, rep, sealing}); err == nil {
+		out["json"] = jsonText.String()
 	}
 	if verr != nil {
 		if errors.Is(verr, context.Canceled) {
