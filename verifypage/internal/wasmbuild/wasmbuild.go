@@ -85,8 +85,10 @@ func goCmd() string {
 	return "go"
 }
 
+// wasmEnv pins what else selects the code generated (GOWASM's optional
+// instructions), so that one toolchain builds the same bytes everywhere.
 func wasmEnv() []string {
-	return append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0")
+	return append(os.Environ(), "GOOS=js", "GOARCH=wasm", "CGO_ENABLED=0", "GOWASM=")
 }
 
 func goOutput(ctx context.Context, env []string, args ...string) ([]byte, error) {
