@@ -2,6 +2,7 @@ package disclosure
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,31 @@ type RestoreOptions struct {
 	// missing records are appended and the missing leaves sealed, so no run
 	// is duplicated. A target holding anything else is refused, naming it.
 	Resume bool
+	// Progress, if set, is called as the restore advances: every few MiB
+	// of the first reading, every bulk of appends and every bulk of seals.
+	// It runs on the restore's goroutine and must return quickly.
+	Progress func(RestoreProgress)
+
+	// bulkRuns and bulkSeals bound a bulk write (0: maxBulkRuns,
+	// maxBulkSeals); tests make them small to interrupt between bulks.
+	bulkRuns, bulkSeals int
 }
+
+// RestoreProgress is how far a restore has come in one of its phases.
+type RestoreProgress struct {
+	// Phase is PhaseChecking (Done and Total count bytes of the export),
+	// PhaseAppending (records) or PhaseSealing (log leaves).
+	Phase string `json:"phase"`
+	Done  uint64 `json:"done"`
+	Total uint64 `json:"total"` // 0 when unknown
+}
+
+// The phases of a restore, in order.
+const (
+	PhaseChecking  = "checking"
+	PhaseAppending = "appending"
+	PhaseSealing   = "sealing"
+)
 
 // RestoreWith is Restore with options.
 func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts RestoreOptions) (*RestoreReport, error) {
@@ -105,6 +130,26 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 		return nil, &RestoreRefusedError{Reason: "the target store rewrites payloads on append (Seals() is true), so it cannot hold the exported bytes"}
 	}
 	rep := &RestoreReport{NotCarried: notCarried, Resumed: opts.Resume}
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(RestoreProgress) {}
+	}
+	var fileSize uint64
+	if end, err := r.Seek(0, io.SeekEnd); err == nil {
+		fileSize = uint64(end)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("restore: rewind: %w", err)
+	}
+	// The target's runs are listed in run-id order beside the export's,
+	// so a run is looked up (Head) only if the target holds it, and keys
+	// (AdmittedAs) only if the target holds any run at all: a key is
+	// claimed by a run's record.
+	held1 := &targetRuns{j: j}
+	targetEmpty, err := held1.empty(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	// Reading 1: validate everything, collect the log positions, and
 	// check the target, writing nothing. What spans the whole file (which
@@ -121,10 +166,15 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	var effects map[store.Digest]bool
 	var held store.Head // the target's head of the current run (Resume)
 	sc := &exportScanner{
+		progress: func(n int64) { progress(RestoreProgress{Phase: PhaseChecking, Done: uint64(n), Total: fileSize}) },
 		onRun: func(blk *runBlock) error {
-			h, err := j.Head(ctx, blk.Run)
-			if err != nil {
+			var h store.Head
+			if has, err := held1.holds(ctx, blk.Run); err != nil {
 				return err
+			} else if has {
+				if h, err = j.Head(ctx, blk.Run); err != nil {
+					return err
+				}
 			}
 			switch {
 			case h.Seq != 0 && !opts.Resume:
@@ -159,6 +209,9 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 			if a := rec.facts.Admission; a != nil && a.Key != "" {
 				if err := keys.add(store.Sum([]byte(a.Key)), blk.Run); err != nil {
 					return err
+				}
+				if targetEmpty {
+					return nil
 				}
 				holder, has, err := j.AdmittedAs(ctx, a.Key)
 				if err != nil {
@@ -249,20 +302,33 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("restore: rewind: %w", err)
 	}
-	rp := &replayer{ctx: ctx, j: j}
+	rp := &replayer{ctx: ctx, j: j, total: tr.Records, progress: progress, maxRuns: cmp.Or(opts.bulkRuns, maxBulkRuns)}
+	rp.bulk, _ = j.(store.BulkWriter)
+	held2 := &targetRuns{j: j}
 	sc2 := &exportScanner{
 		onRun: func(blk *runBlock) error {
+			rp.skip = 0
 			if !opts.Resume {
 				return nil
 			}
+			if has, err := held2.holds(ctx, blk.Run); err != nil || !has {
+				return err
+			}
 			h, err := j.Head(ctx, blk.Run)
 			rp.skip = h.Seq
+			rp.done += uint64(h.Seq)
 			return err
 		},
 		onRecord: rp.add,
-		onRunEnd: func(*runBlock, string, string) error { return rp.flush() },
+		onRunEnd: func(*runBlock, string, string) error { return rp.endRun() },
 	}
 	_, _, digest2, err := sc2.scan(ctx, r)
+	if err == nil {
+		err = rp.flushBulk()
+	}
+	if werr := rp.wait(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return rep, fmt.Errorf("restore: second reading: %w", err)
 	}
@@ -272,22 +338,24 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	rep.Runs, rep.Records = tr.Runs, tr.Records
 
 	// Seal in log order, which rebuilds the tree leaf for leaf.
+	sl := &sealer{ctx: ctx, j: j, total: hdr.Checkpoint.Size, progress: progress, max: cmp.Or(opts.bulkSeals, maxBulkSeals)}
+	sl.bulk, _ = j.(store.BulkWriter)
 	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
 		if i < target.Size {
 			rep.Sealed++
 			rep.ResumedLeaves++
+			sl.done++
 			return nil
 		}
-		leaf, err := j.Seal(ctx, s.run, s.epoch, s.outcome)
-		if err != nil {
-			return fmt.Errorf("restore: seal run %s (leaf %d): %w", s.run, i, err)
-		}
-		if leaf != s.leaf {
-			return fmt.Errorf("restore: run %s sealed with leaf %s, the export says %s", s.run, leaf, s.leaf)
-		}
 		rep.Sealed++
-		return nil
+		return sl.add(i, s)
 	})
+	if err == nil {
+		err = sl.flush()
+	}
+	if werr := sl.wait(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -309,20 +377,41 @@ func refusal(err error) error {
 	return &RestoreRefusedError{Reason: err.Error(), Err: err}
 }
 
-// replayer appends a run's records in groups of one epoch.
+// replayer appends a run's records in groups of one epoch. With a
+// store.BulkWriter, groups of many runs are gathered and written together
+// (at most maxBulkRuns groups or maxBulkBytes of records, each run at most
+// once), so a commit carries hundreds of runs instead of one.
 type replayer struct {
-	ctx    context.Context
-	j      store.Journal
-	epoch  store.Epoch
-	batch  []store.Append
-	hashes []store.Digest
-	bytes  int
-	skip   store.Seq // records of the current run the target already holds
+	ctx      context.Context
+	j        store.Journal
+	bulk     store.BulkWriter // nil: one Append per group
+	epoch    store.Epoch
+	batch    []store.Append
+	hashes   []store.Digest
+	bytes    int
+	skip     store.Seq // records of the current run the target already holds
+	progress func(RestoreProgress)
+	done     uint64 // records appended (or already held)
+	total    uint64
+	maxRuns  int // runs in a bulk
+
+	// The bulk being gathered: its groups, their hashes, its runs.
+	pending     []store.BulkAppend
+	pendHashes  [][]store.Digest
+	pendRuns    map[store.RunID]bool
+	pendBytes   int
+	pendRecords int
+	// The bulk being written while the next is gathered (nil: none), and
+	// its records.
+	inflight  chan error
+	inRecords int
 }
 
 const (
 	maxReplayRecords = 256
 	maxReplayBytes   = 4 << 20
+	maxBulkRuns      = 512
+	maxBulkBytes     = 8 << 20
 )
 
 func (p *replayer) add(_ *runBlock, rec *scannedRecord) error {
@@ -341,21 +430,273 @@ func (p *replayer) add(_ *runBlock, rec *scannedRecord) error {
 	return nil
 }
 
+// endRun ends a run: its last group joins the bulk, which is written when
+// full.
+func (p *replayer) endRun() error {
+	if err := p.flush(); err != nil {
+		return err
+	}
+	if len(p.pending) >= p.maxRuns || p.pendBytes >= maxBulkBytes {
+		return p.flushBulk()
+	}
+	return nil
+}
+
+// flush ends the current group: it is appended now, or joins the bulk.
 func (p *replayer) flush() error {
 	if len(p.batch) == 0 {
+		return nil
+	}
+	if p.bulk != nil {
+		run := p.batch[0].Run
+		if p.pendRuns[run] {
+			// A run's second group (another epoch, or a long run) waits
+			// for the bulk holding its first.
+			if err := p.flushBulk(); err != nil {
+				return err
+			}
+		}
+		if p.pendRuns == nil {
+			p.pendRuns = map[store.RunID]bool{}
+		}
+		p.pendRuns[run] = true
+		p.pending = append(p.pending, store.BulkAppend{Epoch: p.epoch, Batch: p.batch})
+		p.pendHashes = append(p.pendHashes, p.hashes)
+		p.pendBytes += p.bytes
+		p.pendRecords += len(p.batch)
+		p.batch, p.hashes, p.bytes = nil, nil, 0
 		return nil
 	}
 	recs, err := p.j.Append(p.ctx, p.epoch, p.batch)
 	if err != nil {
 		return fmt.Errorf("append run %s: %w", p.batch[0].Run, err)
 	}
-	for i, r := range recs {
-		if r.Hash != p.hashes[i] {
-			return fmt.Errorf("run %s seq %d: the store computed hash %s, the export says %s", r.Run, r.Seq, r.Hash, p.hashes[i])
-		}
+	if err := compareHashes(recs, p.hashes); err != nil {
+		return err
+	}
+	p.done += uint64(len(recs))
+	if p.done%4096 < uint64(len(recs)) {
+		p.progress(RestoreProgress{Phase: PhaseAppending, Done: p.done, Total: p.total})
 	}
 	p.batch, p.hashes, p.bytes = p.batch[:0], p.hashes[:0], 0
 	return nil
+}
+
+// flushBulk hands the gathered groups to one AppendBulk, written while the
+// next bulk is read and decoded, once the bulk before it has committed:
+// bulks commit in order, one at a time, so an interrupted restore leaves
+// the target a prefix of them.
+func (p *replayer) flushBulk() error {
+	if err := p.wait(); err != nil {
+		return err
+	}
+	if len(p.pending) == 0 {
+		return nil
+	}
+	pending, hashes := p.pending, p.pendHashes
+	p.inRecords = p.pendRecords
+	p.pending, p.pendHashes, p.pendBytes, p.pendRecords = nil, nil, 0, 0
+	clear(p.pendRuns)
+	done := make(chan error, 1)
+	p.inflight = done
+	go func() { done <- appendBulk(p.ctx, p.bulk, pending, hashes) }()
+	return nil
+}
+
+// wait waits for the bulk being written, if any.
+func (p *replayer) wait() error {
+	if p.inflight == nil {
+		return nil
+	}
+	err := <-p.inflight
+	p.inflight = nil
+	if err != nil {
+		return err
+	}
+	p.done += uint64(p.inRecords)
+	p.progress(RestoreProgress{Phase: PhaseAppending, Done: p.done, Total: p.total})
+	return nil
+}
+
+// appendBulk writes one bulk and checks the store chained each record to
+// the export's hash.
+func appendBulk(ctx context.Context, bw store.BulkWriter, pending []store.BulkAppend, hashes [][]store.Digest) error {
+	out, err := bw.AppendBulk(ctx, pending)
+	if err != nil {
+		return fmt.Errorf("append %d runs from run %s: %w", len(pending), pending[0].Batch[0].Run, err)
+	}
+	if len(out) != len(pending) {
+		return fmt.Errorf("append %d runs from run %s: the store answered for %d", len(pending), pending[0].Batch[0].Run, len(out))
+	}
+	for i, recs := range out {
+		if err := compareHashes(recs, hashes[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compareHashes checks that the store chained the records to the export's
+// hashes.
+func compareHashes(recs []store.Record, hashes []store.Digest) error {
+	if len(recs) != len(hashes) {
+		return fmt.Errorf("the store appended %d records, the export has %d", len(recs), len(hashes))
+	}
+	for i, r := range recs {
+		if r.Hash != hashes[i] {
+			return fmt.Errorf("run %s seq %d: the store computed hash %s, the export says %s", r.Run, r.Seq, r.Hash, hashes[i])
+		}
+	}
+	return nil
+}
+
+// sealer seals runs in log order, in bulks of maxBulkSeals with a
+// store.BulkWriter (one written while the next is read, in order), else
+// one Seal each.
+type sealer struct {
+	ctx      context.Context
+	j        store.Journal
+	bulk     store.BulkWriter
+	pending  []store.BulkSeal
+	leaves   []store.Digest // the export's leaf of each pending seal
+	first    uint64         // log index of pending[0]
+	progress func(RestoreProgress)
+	done     uint64
+	total    uint64
+	inflight chan error
+	inSeals  int
+	max      int // seals in a bulk
+}
+
+const maxBulkSeals = 1024
+
+func (s *sealer) add(i uint64, sl *logSlot) error {
+	if s.bulk == nil {
+		leaf, err := s.j.Seal(s.ctx, sl.run, sl.epoch, sl.outcome)
+		if err != nil {
+			return fmt.Errorf("restore: seal run %s (leaf %d): %w", sl.run, i, err)
+		}
+		if leaf != sl.leaf {
+			return fmt.Errorf("restore: run %s sealed with leaf %s, the export says %s", sl.run, leaf, sl.leaf)
+		}
+		if s.done++; s.done%4096 == 0 {
+			s.progress(RestoreProgress{Phase: PhaseSealing, Done: s.done, Total: s.total})
+		}
+		return nil
+	}
+	if len(s.pending) == 0 {
+		s.first = i
+	}
+	s.pending = append(s.pending, store.BulkSeal{Run: sl.run, Epoch: sl.epoch, Outcome: sl.outcome})
+	s.leaves = append(s.leaves, sl.leaf)
+	if len(s.pending) == s.max {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *sealer) flush() error {
+	if err := s.wait(); err != nil {
+		return err
+	}
+	if len(s.pending) == 0 {
+		return nil
+	}
+	pending, want, first := s.pending, s.leaves, s.first
+	s.inSeals = len(pending)
+	s.pending, s.leaves = nil, nil
+	done := make(chan error, 1)
+	s.inflight = done
+	go func() { done <- sealBulk(s.ctx, s.bulk, pending, want, first) }()
+	return nil
+}
+
+// wait waits for the bulk being sealed, if any.
+func (s *sealer) wait() error {
+	if s.inflight == nil {
+		return nil
+	}
+	err := <-s.inflight
+	s.inflight = nil
+	if err != nil {
+		return err
+	}
+	s.done += uint64(s.inSeals)
+	s.progress(RestoreProgress{Phase: PhaseSealing, Done: s.done, Total: s.total})
+	return nil
+}
+
+// sealBulk seals one bulk and checks each leaf is the export's.
+func sealBulk(ctx context.Context, bw store.BulkWriter, pending []store.BulkSeal, want []store.Digest, first uint64) error {
+	leaves, err := bw.SealBulk(ctx, pending)
+	if err != nil {
+		return fmt.Errorf("restore: seal runs %s to %s (leaves %d to %d): %w", pending[0].Run, pending[len(pending)-1].Run, first, first+uint64(len(pending))-1, err)
+	}
+	if len(leaves) != len(pending) {
+		return fmt.Errorf("restore: sealed %d runs, the store answered for %d", len(pending), len(leaves))
+	}
+	for k, leaf := range leaves {
+		if leaf != want[k] {
+			return fmt.Errorf("restore: run %s sealed with leaf %s, the export says %s", pending[k].Run, leaf, want[k])
+		}
+	}
+	return nil
+}
+
+// targetRuns answers, for runs asked in ascending order, whether the
+// target holds them, by reading the target's own run listing a page at a
+// time beside the export.
+type targetRuns struct {
+	j    store.Finder
+	page []store.RunID
+	pos  int
+	end  bool
+}
+
+const targetPage = 1000
+
+func (t *targetRuns) fill(ctx context.Context) error {
+	var after *store.RunID
+	if len(t.page) > 0 {
+		last := t.page[len(t.page)-1]
+		after = &last
+	}
+	page, err := t.j.RunsByID(ctx, after, targetPage)
+	if err != nil {
+		return err
+	}
+	if len(page) == 0 {
+		t.end = true
+	}
+	t.page, t.pos = page, 0
+	return nil
+}
+
+// empty reports whether the target holds no run.
+func (t *targetRuns) empty(ctx context.Context) (bool, error) {
+	if t.page == nil && !t.end {
+		if err := t.fill(ctx); err != nil {
+			return false, err
+		}
+	}
+	return t.end, nil
+}
+
+func (t *targetRuns) holds(ctx context.Context, run store.RunID) (bool, error) {
+	for {
+		for t.pos < len(t.page) && bytes.Compare(t.page[t.pos][:], run[:]) < 0 {
+			t.pos++
+		}
+		if t.pos < len(t.page) {
+			return t.page[t.pos] == run, nil
+		}
+		if t.end {
+			return false, nil
+		}
+		if err := t.fill(ctx); err != nil {
+			return false, err
+		}
+	}
 }
 
 // scannedRecord is one record line of an export, checked.
@@ -374,10 +715,11 @@ type exportScanner struct {
 	onRun    func(blk *runBlock) error
 	onRecord func(blk *runBlock, rec *scannedRecord) error
 	onRunEnd func(blk *runBlock, latest, lastKind string) error
+	progress func(bytesRead int64) // every few MiB; may be nil
 }
 
 func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer, [32]byte, error) {
-	lr := newLineReader(ctx, r, nil)
+	lr := newLineReader(ctx, r, s.progress)
 	defer lr.close()
 	fail := func(format string, args ...any) error {
 		return &FormatError{Line: lr.line, Detail: fmt.Sprintf(format, args...)}

@@ -20,6 +20,9 @@ func (refusingTarget) Seals() bool { return false }
 func (refusingTarget) Head(context.Context, store.RunID) (store.Head, error) {
 	return store.Head{}, nil
 }
+func (refusingTarget) RunsByID(context.Context, *store.RunID, int) ([]store.RunID, error) {
+	return nil, nil
+}
 func (refusingTarget) AdmittedAs(context.Context, string) (store.RunID, bool, error) {
 	return store.RunID{}, false, nil
 }

@@ -232,6 +232,9 @@ type runWriter struct {
 	hit      []bool
 	pageSize int
 	blocks   *blockDigest // a package: the statement's blocks digest
+	// pre, when set, is the run's head and first records, read with its
+	// neighbours (an export through store.BulkReader).
+	pre *prefetched
 }
 
 const (
@@ -272,8 +275,11 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 	} else if pos != nil && pos.Index < rw.cp.Size {
 		blk.Sealed, blk.Index, blk.Seal = true, pos.Index, pos.Leaf
 	}
-	head, err := rw.j.Head(ctx, run)
-	if err != nil {
+	var head store.Head
+	var err error
+	if rw.pre != nil {
+		head = rw.pre.head
+	} else if head, err = rw.j.Head(ctx, run); err != nil {
 		return false, 0, err
 	}
 	if head.Seq == 0 {
@@ -304,8 +310,10 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 		rw.pageSize = minPage
 	}
 	for from := store.Seq(1); from <= head.Seq; {
-		page, err := rw.j.ReadPage(ctx, run, from, rw.pageSize)
-		if err != nil {
+		var page []store.Record
+		if from == 1 && rw.pre != nil && len(rw.pre.recs) > 0 {
+			page = rw.pre.recs
+		} else if page, err = rw.j.ReadPage(ctx, run, from, rw.pageSize); err != nil {
 			return false, 0, err
 		}
 		if len(page) == 0 {
@@ -468,66 +476,4 @@ func (h *sourceHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// Export writes every run of j's tenant to w, each with every record's
-// exact stored bytes and, for a run sealed below the log's size when the
-// export began, its log index and seal, in the format of spec/disclosure.md
-// section 6. Restore rebuilds a journal from it. Runs sealed after the
-// export began are exported as unsealed, so the export's log is exactly the
-// log at its header's checkpoint. The disclosure register is not exported.
-//
-// Memory is constant: runs are listed and read a page at a time.
-func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) {
-	cp, err := j.Checkpoint(ctx)
-	if err != nil {
-		return Summary{}, err
-	}
-	hdr, err := marshalHeader(&header{Kind: KindExport, Version: Version, Canon: CanonVersion, Checkpoint: cp, Tenant: j.Tenant()})
-	if err != nil {
-		return Summary{}, err
-	}
-	lw := newLineWriter(w)
-	if err := lw.write(hdr); err != nil {
-		return Summary{}, err
-	}
-	rw := &runWriter{j: j, lw: lw, kind: KindExportRun, cp: cp}
-	sum := Summary{Checkpoint: cp}
-	var after *store.RunID
-	for {
-		runs, err := j.RunsByID(ctx, after, 500)
-		if err != nil {
-			return Summary{}, err
-		}
-		if len(runs) == 0 {
-			break
-		}
-		pos, err := j.LogPositions(ctx, runs)
-		if err != nil {
-			return Summary{}, err
-		}
-		for i, run := range runs {
-			if err := ctx.Err(); err != nil {
-				return Summary{}, err
-			}
-			sealed, n, err := rw.writeRun(ctx, run, pos[i], nil)
-			if err != nil {
-				return Summary{}, err
-			}
-			sum.Runs++
-			sum.Records += n
-			if sealed {
-				sum.Sealed++
-			}
-		}
-		last := runs[len(runs)-1]
-		after = &last
-	}
-	if sum.Sealed != cp.Size {
-		return Summary{}, &store.CorruptError{Detail: fmt.Sprintf("the log has %d leaves but %d runs hold one of them", cp.Size, sum.Sealed)}
-	}
-	if err := lw.write(appendTrailer(lw.buf[:0], KindExportEnd, trailer{Runs: sum.Runs, Sealed: sum.Sealed, Records: sum.Records})); err != nil {
-		return Summary{}, err
-	}
-	return sum, lw.finish(&sum)
 }

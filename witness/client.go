@@ -79,6 +79,15 @@ func (c *Client) AddCheckpoint(ctx context.Context, old uint64, proof [][32]byte
 		return nil, fmt.Errorf("witness: add-checkpoint: %w", err)
 	}
 	defer resp.Body.Close()
+	return ReadAddCheckpointResponse(resp)
+}
+
+// ReadAddCheckpointResponse reads a witness's answer to add-checkpoint, as
+// Client.AddCheckpoint does (it returns what AddCheckpoint returns), for a
+// caller that sends requests its own way, such as a load generator on a
+// connection of its own. It reads at most 64 KiB of the body and leaves
+// closing it to the caller.
+func ReadAddCheckpointResponse(resp *http.Response) ([]byte, error) {
 	b, err := readCapped(resp.Body)
 	if err != nil {
 		return nil, err

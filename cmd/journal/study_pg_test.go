@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,17 +17,6 @@ import (
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/postgres"
 )
-
-// unsharedJournal lets one JournalStorage write a study into PostgreSQL
-// for this test: it hides IsShared (the test is the only writer) and names
-// a lock file. The reading commands under test need no such help.
-type unsharedJournal struct {
-	store.Journal
-	lock string
-}
-
-func (u unsharedJournal) IsShared() bool                       { return false }
-func (u unsharedJournal) File(context.Context) (string, error) { return u.lock, nil }
 
 // TestStudyPostgres: `journal study list` and `study show` read a study
 // kept in PostgreSQL with --store postgres://..., as they do a file.
@@ -52,7 +40,7 @@ func TestStudyPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	s, err := journalstore.New(unsharedJournal{pg, filepath.Join(t.TempDir(), "lock")})
+	s, err := journalstore.New(pg) // a shared store: JournalStorage takes the study lock there
 	if err != nil {
 		t.Fatal(err)
 	}

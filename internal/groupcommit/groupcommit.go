@@ -31,6 +31,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -165,12 +166,18 @@ func (q *Queue[T]) Close() {
 
 func (q *Queue[T]) committer() {
 	defer q.wg.Done()
+	last := 0
 	for {
+		q.gather(last)
 		group := q.take()
 		if group == nil {
 			return
 		}
 		q.commit(group)
+		// Expect the members just answered back beside those already
+		// waiting: two cohorts that take turns (one waits while the other
+		// commits) merge into one, which pays one flush instead of two.
+		last = len(group) + q.Waiting()
 		if q.cfg.Keys != nil {
 			q.mu.Lock()
 			for _, m := range group {
@@ -182,6 +189,35 @@ func (q *Queue[T]) committer() {
 			}
 			q.mu.Unlock()
 			q.cond.Broadcast() // members held back by these keys may go
+		}
+	}
+}
+
+// gather lets the members a commit has just answered queue again before
+// the next group is taken: it yields the processor while members keep
+// arriving, until want are waiting. Without it the committer, which runs on
+// as soon as it has answered its group, takes the one or two members that
+// were quickest back, and the rest wait a whole commit for the group after:
+// groups alternate small and large, and a durable flush is spent on a few
+// members. It never waits for a member that is not on its way (no arrival
+// during a yield ends it), so a lone caller loses no time.
+func (q *Queue[T]) gather(want int) {
+	idle := 0
+	for range 2 * want {
+		q.mu.Lock()
+		n := len(q.waiting)
+		q.mu.Unlock()
+		if n >= want {
+			return
+		}
+		runtime.Gosched()
+		q.mu.Lock()
+		m := len(q.waiting)
+		q.mu.Unlock()
+		if m > n {
+			idle = 0
+		} else if idle++; idle == 2 {
+			return
 		}
 	}
 }

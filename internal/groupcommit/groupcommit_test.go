@@ -296,3 +296,26 @@ func TestQueue_CancelledBeforeRetryIsNotAttemptedAgain(t *testing.T) {
 		t.Fatalf("err %v after %d attempts; want context.Canceled after 1", err, attempts)
 	}
 }
+
+// TestQueue_GatherWaitsForNoAbsentMember: the committer's gathering between
+// groups ends as soon as no member arrives, however many it hoped for, and
+// at once when enough already wait; it never withholds a waiting group.
+func TestQueue_GatherWaitsForNoAbsentMember(t *testing.T) {
+	r := newRecorder()
+	q := New(Config[string]{Attempt: r.attempt})
+	defer q.Close()
+	q.gather(1 << 20) // nobody is coming: returns after two idle yields
+	first := submitFirst(q, r, "a")
+	rest := submitAll(t, q, 0, "b", "c")
+	q.gather(2) // two wait already
+	close(r.gate)
+	for _, ch := range append(first, rest...) {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "a"'s caller never comes back: the group after it goes without it.
+	if got, want := fmt.Sprint(r.seen()), fmt.Sprint([][]string{{"a"}, {"b", "c"}}); got != want {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
+}

@@ -163,8 +163,9 @@ type Report struct {
 	CPUUsPerRequest float64 `json:"cpu_us_per_request"`
 	CryptoShare     float64 `json:"crypto_share"`
 	// ErrorsByStatus counts the answers other than 200 over the whole
-	// run, by HTTP status ("transport" for no answer, "bad_cosignature"
-	// for a 200 whose cosignature did not verify).
+	// run, by HTTP status ("transport" for no answer, "bad_answer" for a
+	// 200 whose body is not signature lines, "bad_cosignature" for one
+	// whose cosignature did not verify).
 	ErrorsByStatus map[string]int64 `json:"errors_by_status"`
 	Requests       int64            `json:"requests"`        // scheduled, all steps
 	StoppedBecause string           `json:"stopped_because"` // why the escalation ended
@@ -307,22 +308,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.Logs * 2,
-		MaxIdleConnsPerHost: cfg.Logs * 2,
-		IdleConnTimeout:     time.Minute,
-		// The answers are a few hundred bytes: asking for gzip would only
-		// add a header and a decompressor's allocations to every request.
-		DisableCompression: true,
-	}
-	defer tr.CloseIdleConnections()
-	client, err := witness.NewClient(url, &http.Client{Transport: tr, Timeout: 30 * time.Second})
+	tgt, err := newTarget(url)
 	if err != nil {
 		return nil, err
 	}
-	d := &driver{cfg: cfg, client: client, verifiers: note.VerifierList(wverifs...), nverifiers: len(wverifs)}
+	var cs conns
+	defer cs.closeAll()
+	for _, l := range logs {
+		l.conn = cs.open(tgt)
+	}
+	d := &driver{cfg: cfg, target: tgt, verifiers: note.VerifierList(wverifs...), nverifiers: len(wverifs)}
 
 	best := -1
 	// run drives one step at target and files it in the report.
@@ -450,6 +445,7 @@ type simLog struct {
 	size     uint64 // tree size
 	cosigned uint64 // the size the witness holds, as far as this log knows
 	n        uint64 // requests made, for VerifyEvery
+	conn     *logConn
 }
 
 // newLogs creates the simulated logs and registers them with the witness's
@@ -502,7 +498,7 @@ func (l *simLog) next(ctx context.Context, leaves int) (request, error) {
 
 type driver struct {
 	cfg        Config
-	client     *witness.Client
+	target     *target // where a log without a connection dials
 	verifiers  note.Verifiers
 	nverifiers int
 }
@@ -511,6 +507,10 @@ type result struct {
 	lat    time.Duration // from the request's scheduled time to its answer
 	status string        // "200" or the error class
 }
+
+// statusBadAnswer is the class of a 200 answer that is not cosignature
+// lines.
+const statusBadAnswer = "bad_answer"
 
 // statusLate is the class of a request the generator could not even send
 // within the step's drain time: the witness was too far behind.
@@ -618,7 +618,10 @@ type request struct {
 // send makes one request for l and classifies the answer. The log's view of
 // the witness's size follows the answer, as a publisher's would.
 func (d *driver) send(ctx context.Context, l *simLog, req request) result {
-	lines, err := d.client.AddCheckpoint(ctx, req.old, req.proof, req.msg)
+	if l.conn == nil {
+		l.conn = &logConn{t: d.target}
+	}
+	lines, err := l.conn.addCheckpoint(ctx, req.old, req.proof, req.msg)
 	var r result
 	var ce *witness.ConflictError
 	var se *witness.StatusError
@@ -633,6 +636,11 @@ func (d *driver) send(ctx context.Context, l *simLog, req request) result {
 	case errors.As(err, &ce):
 		r.status = "409"
 		l.cosigned = ce.Size
+	case errors.As(err, &se) && se.StatusCode == http.StatusOK:
+		// A 200 whose body is not signature lines is no cosignature:
+		// counting it as one would credit the witness with an answer it
+		// did not give.
+		r.status = statusBadAnswer
 	case errors.As(err, &se):
 		r.status = strconv.Itoa(se.StatusCode)
 	default:

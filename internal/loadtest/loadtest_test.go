@@ -119,13 +119,13 @@ func fakeDriver(t *testing.T, h http.HandlerFunc, step time.Duration) *driver {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := witness.NewClient(srv.URL, srv.Client())
+	cfg := Config{Step: step, MaxP99: 10 * time.Second}
+	cfg.defaults()
+	tgt, err := newTarget(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Step: step, MaxP99: 10 * time.Second}
-	cfg.defaults()
-	return &driver{cfg: cfg, client: c}
+	return &driver{cfg: cfg, target: tgt}
 }
 
 // TestStepCountsAnswersAfterItsEnd: the open-loop step waits for the
@@ -220,5 +220,51 @@ func TestSearchNoBisectionWithoutAFailure(t *testing.T) {
 	})
 	if !strings.Contains(stopped, "maximum") || refined != nil || n != 3 {
 		t.Fatalf("stopped %q, refined %v after %d steps", stopped, refined, n)
+	}
+}
+
+// TestStepClassifiesAnswersOnItsOwnConnections: each log's own keep-alive
+// connection carries its requests, and answers are classified as
+// witness.Client classifies them: 200, a 409 whose size the log adopts,
+// other statuses, and a 200 whose body is not signature lines, which is no
+// cosignature and was once counted as one. A witness that closes the
+// connection after an answer costs nothing.
+func TestStepClassifiesAnswersOnItsOwnConnections(t *testing.T) {
+	var n atomic.Int64
+	d := fakeDriver(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/add-checkpoint" || r.Method != http.MethodPost || r.ContentLength <= 0 {
+			http.Error(w, "bad request line", http.StatusBadRequest)
+			return
+		}
+		switch n.Add(1) % 5 {
+		case 1:
+			io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+		case 2:
+			w.Header().Set("Content-Type", witness.ContentTypeTlogSize)
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, "0\n") // the log adopts it: its next proof is from 0
+		case 3:
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "\u2014 w.example AAAAAA==\n")
+		case 4:
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case 0:
+			io.WriteString(w, "not signature lines\n")
+		}
+	}, 50*time.Millisecond)
+	logs := fakeLogs(t, 1)
+	st := d.step(context.Background(), logs, 200) // 10 requests on one log
+	if st.Requests != 10 || n.Load() != 10 {
+		t.Fatalf("step %+v, %d served", st, n.Load())
+	}
+	want := map[string]int64{"409": 2, "429": 2, statusBadAnswer: 2}
+	for k, v := range want {
+		if st.Errors[k] != v {
+			t.Errorf("errors %v, want %v", st.Errors, want)
+			break
+		}
+	}
+	if st.AchievedQPS != 4/d.cfg.Step.Seconds() {
+		t.Errorf("achieved %v qps, want the 4 answers of 200", st.AchievedQPS)
 	}
 }

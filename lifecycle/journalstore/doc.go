@@ -15,9 +15,17 @@
 //
 // # Invariants
 //
-//   - One [Storage] at a time serves a journal tenant. It holds an OS lock
-//     beside the journal's file until Close; a second, in this process or
-//     another, is refused with [ErrLocked] before it reads or writes.
+//   - On a store one process writes (SQLite), one [Storage] at a time
+//     serves a journal tenant. It holds an OS lock beside the journal's
+//     file until Close; a second, in this process or another, is refused
+//     with [ErrLocked] before it reads or writes.
+//   - On a shared store (PostgreSQL), any number of Storages in any
+//     processes serve one tenant: every operation on a study holds the
+//     study's advisory lock (LockKey), first folds what others appended
+//     since its view (only the records after the view's heads), and every
+//     append commits through Atomic() only if its run's head, read inside
+//     the transaction under the run's row lock, is the head the view
+//     folded ([ErrMoved] otherwise). spec/lifecycle.md 14.2.
 //   - Every operation on a study runs under the study's lock, validates
 //     against the study's view (package lifecycle/internal/model holds the
 //     rules), and only then appends; the view is updated by folding exactly
@@ -38,5 +46,6 @@
 // how a transition is appended; recover.go the rebuild and roll-forward;
 // view.go, foldstudy.go and foldtrial.go the fold; records.go the record
 // formats; show.go and list.go the operator's views; lock*.go the
-// one-writer lock; repair.go the operator's repair.
+// one-writer lock; shared.go the shared-store protocol; repair.go the
+// operator's repair.
 package journalstore

@@ -17,7 +17,7 @@ func (s *Storage) ObserveFinalization(ctx context.Context, study lifecycle.Study
 	if err != nil {
 		return lifecycle.FinalizationObservation{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return st.v.Fin, nil
 }
 
@@ -35,7 +35,7 @@ func (s *Storage) AcquireFinalization(ctx context.Context, req lifecycle.Finaliz
 	if err != nil {
 		return lifecycle.FinalizationToken{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	fin := st.v.Fin
 	if fin != req.Observed {
 		return lifecycle.FinalizationToken{}, lifecycle.NewError(lifecycle.KindConflict, op, "study %q finalization claim changed since it was observed (now fence %d, heartbeat %d, held=%t)",
@@ -57,7 +57,7 @@ func (s *Storage) RenewFinalization(ctx context.Context, token lifecycle.Finaliz
 	if err != nil {
 		return lifecycle.FinalizationObservation{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if err := model.CheckFinalizer(op, &st.v.Study, token); err != nil {
 		return lifecycle.FinalizationObservation{}, err
 	}
@@ -77,7 +77,7 @@ func (s *Storage) ReleaseFinalization(ctx context.Context, token lifecycle.Final
 	if err != nil {
 		return err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if err := model.CheckFinalizer(op, &st.v.Study, token); err != nil {
 		return err
 	}

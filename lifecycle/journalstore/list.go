@@ -39,7 +39,7 @@ type StudySummary struct {
 // journal listing does (1 to store.MaxLimit); a page costs one fold per
 // study listed. A study whose records do not fold is listed with
 // Inconsistent set rather than failing the page.
-func ListStudies(ctx context.Context, j store.Journal, after *store.Activity, limit int) ([]StudySummary, error) {
+func ListStudies(ctx context.Context, j Journal, after *store.Activity, limit int) ([]StudySummary, error) {
 	const op = "list_studies"
 	if limit < 1 || limit > store.MaxLimit {
 		return nil, lifecycle.NewError(lifecycle.KindResourceLimit, op, "limit %d is outside 1 to %d", limit, store.MaxLimit)

@@ -55,7 +55,7 @@ type innerJournal interface {
 }
 
 // inner returns the journal j decorates, or nil.
-func inner(j store.Journal) store.Journal {
+func inner(j Journal) Journal {
 	switch w := j.(type) {
 	case journalWrapper:
 		return w.Unwrap()
@@ -68,7 +68,7 @@ func inner(j store.Journal) store.Journal {
 // lockPath returns the one-writer lock file of j's tenant: beside the
 // database file, named for the tenant, since a tenant's studies are its
 // own. ok is false when j neither is nor wraps a file journal.
-func lockPath(ctx context.Context, j store.Journal) (path string, ok bool, err error) {
+func lockPath(ctx context.Context, j Journal) (path string, ok bool, err error) {
 	for range 16 {
 		if f, isFile := j.(fileJournal); isFile {
 			file, err := f.File(ctx)
@@ -88,7 +88,7 @@ func lockPath(ctx context.Context, j store.Journal) (path string, ok bool, err e
 // spec/lifecycle.md). The lock is an OS file lock, so the kernel drops it
 // when the holder dies and a restarted process takes it at once. It
 // returns a nil closer for a journal with no file (an in-memory database).
-func takeWriterLock(ctx context.Context, op string, j store.Journal) (io.Closer, error) {
+func takeWriterLock(ctx context.Context, op string, j Journal) (io.Closer, error) {
 	path, ok, err := lockPath(ctx, j)
 	if err != nil {
 		return nil, lifecycle.StorageError(op, err)

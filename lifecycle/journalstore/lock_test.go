@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if arg := os.Getenv(lockChildEnv); arg != "" {
 		os.Exit(lockChild(arg))
 	}
+	if cfg := os.Getenv(workerEnv); cfg != "" {
+		os.Exit(worker(cfg))
+	}
 	pgtest.Main(m)
 }
 

@@ -25,7 +25,7 @@ func (s *Storage) openOutbox(ctx context.Context, op string, key lifecycle.Outbo
 	}
 	rec := st.v.records[key]
 	if rec == nil {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, nil, lifecycle.NewError(lifecycle.KindNotFound, op, "outbox record %v", key)
 	}
 	return st, rec, nil
@@ -59,7 +59,7 @@ func (s *Storage) advance(ctx context.Context, op string, owner *lifecycle.Final
 	if err != nil {
 		return "", err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	v := st.v
 	t := v.byID[req.Key.Trial]
 	// Advancing is finalization work whether or not it carries state: a
@@ -149,7 +149,7 @@ func (s *Storage) GetOutbox(ctx context.Context, key lifecycle.OutboxKey) (lifec
 	if err != nil {
 		return lifecycle.OutboxRecord{}, false, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return model.CloneRecord(*rec), true, nil
 }
 
@@ -174,7 +174,7 @@ func (s *Storage) ListOutbox(ctx context.Context) ([]lifecycle.OutboxRecord, err
 		for _, key := range st.v.Outbox {
 			out = append(out, model.CloneRecord(*st.v.records[key]))
 		}
-		st.mu.Unlock()
+		st.unlock()
 	}
 	slices.SortFunc(out, func(a, b lifecycle.OutboxRecord) int { return a.Key.Compare(b.Key) })
 	return out, nil
@@ -195,7 +195,7 @@ func (s *Storage) ListOutboxPage(ctx context.Context, req lifecycle.OutboxPageRe
 	if err != nil {
 		return lifecycle.OutboxPage{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return model.OutboxPage(op, &st.v.Study, func(k lifecycle.OutboxKey) *lifecycle.OutboxRecord { return st.v.records[k] }, req)
 }
 
@@ -210,7 +210,7 @@ func (s *Storage) CompleteOutboxEffect(ctx context.Context, req lifecycle.Outbox
 	if err != nil {
 		return err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if e.Kind != lifecycle.EffectExternal {
 		return lifecycle.NewError(lifecycle.KindConflict, op, "effect %q is a %s effect, completed by the store, not acknowledged", e.Name, e.Kind)
 	}
@@ -227,7 +227,7 @@ func (s *Storage) openEffect(ctx context.Context, op string, key lifecycle.Outbo
 	}
 	i := slices.IndexFunc(rec.Effects, func(e lifecycle.OutboxEffect) bool { return e.Name == key.Name })
 	if i < 0 {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, nil, lifecycle.OutboxEffect{}, lifecycle.NewError(lifecycle.KindNotFound, op, "effect %q of %v", key.Name, key.Outbox)
 	}
 	return st, rec, rec.Effects[i], nil
@@ -245,7 +245,7 @@ func (s *Storage) CreateReplacement(ctx context.Context, effect lifecycle.Outbox
 	if err != nil {
 		return lifecycle.ReplacementOutcome{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if e.Kind != lifecycle.EffectReplacement {
 		return lifecycle.ReplacementOutcome{}, lifecycle.NewError(lifecycle.KindConflict, op, "effect %q is a %s effect, not a replacement", e.Name, e.Kind)
 	}
@@ -279,7 +279,7 @@ func (s *Storage) PutFinalizedState(ctx context.Context, req lifecycle.Finalized
 	if err != nil {
 		return err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if !t.Lease.State.Terminal() {
 		return lifecycle.NewError(lifecycle.KindConflict, op, "trial %q is %s, not terminal", t.ID, t.Lease.State)
 	}

@@ -18,10 +18,9 @@ import (
 )
 
 // oneProcess presents a PostgreSQL journal as unshared, with a lock file,
-// because this test is its only writer: JournalStorage refuses shared
-// stores (spec/lifecycle.md 14.2), and this runs it on PostgreSQL's store
-// semantics (leases, fences, seals, group commit) in one process. It
-// proves nothing about several processes, which issue 15 is about.
+// so that this test runs the one-writer path (the in-process serialization
+// SQLite uses) on PostgreSQL's store semantics (leases, fences, seals, group
+// commit). The shared path is shared_test.go's and multiprocess_test.go's.
 type oneProcess struct {
 	store.Journal
 	lock string

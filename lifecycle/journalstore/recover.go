@@ -43,7 +43,7 @@ func (s *Storage) rebuild(ctx context.Context, op string, c store.CaseID) (*jvie
 // folded only up to the first mirror of a later authority.
 // Without it, the caller is the study's only writer and holds the study's
 // lock, and any such mismatch is corruption.
-func loadView(ctx context.Context, j store.Journal, c store.CaseID, onTrial func(lifecycle.TrialID), concurrent bool) (*jview, error) {
+func loadView(ctx context.Context, j Journal, c store.CaseID, onTrial func(lifecycle.TrialID), concurrent bool) (*jview, error) {
 	const op = "load_study"
 	id := lifecycle.StudyID(c.String())
 	run := studyRunID(c)
@@ -245,7 +245,7 @@ func (s *Storage) writeMirror(ctx context.Context, v *jview, a *authority) error
 			return err
 		}
 	}
-	recs, err := s.j.Append(ctx, epoch, a.mirror)
+	recs, err := s.appendAt(ctx, t.run, t.head, epoch, a.mirror)
 	if err != nil {
 		return err
 	}

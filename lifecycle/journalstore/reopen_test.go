@@ -280,12 +280,17 @@ func TestJournalStudyExportAndVerify(t *testing.T) {
 	}
 }
 
-// sharedJournal claims to be shared by several processes.
+// sharedJournal claims to be shared by several processes, but offers no
+// advisory lock to serialize a study across them.
 type sharedJournal struct{ store.Journal }
 
 func (sharedJournal) IsShared() bool { return true }
 
-func TestJournalStorageRefusesSharedStore(t *testing.T) {
+// TestJournalStorageRefusesSharedStoreWithoutLock: a shared store must
+// offer Atomic() and a per-key lock (spec/lifecycle.md 14.2); one that
+// does not is refused rather than written from a view another process
+// may move.
+func TestJournalStorageRefusesSharedStoreWithoutLock(t *testing.T) {
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
 	t.Cleanup(func() { st.Close() })
 	_, err := journalstore.New(sharedJournal{st})

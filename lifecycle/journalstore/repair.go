@@ -79,13 +79,13 @@ func (s *Storage) Repair(ctx context.Context, study lifecycle.StudyID, reason st
 	if err != nil || c.IsZero() || c.String() != string(study) {
 		return Repaired{}, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", study)
 	}
-	st, err := s.lockStudy(op, study, c)
+	st, err := s.lockStudy(ctx, op, study, c)
 	if err != nil {
 		return Repaired{}, err
 	}
 	rep, err := s.void(ctx, op, st, reason)
 	st.v = nil
-	st.mu.Unlock()
+	st.unlock()
 	if err != nil {
 		return Repaired{}, err
 	}
@@ -101,7 +101,7 @@ func (s *Storage) Repair(ctx context.Context, study lifecycle.StudyID, reason st
 			fenced = append(fenced, t.Lease)
 		}
 	}
-	st.mu.Unlock()
+	st.unlock()
 	if rep.Authority == 0 && len(fenced) == 0 {
 		return Repaired{}, lifecycle.NewError(lifecycle.KindConflict, op, "study %s folds; there is nothing to repair", study)
 	}

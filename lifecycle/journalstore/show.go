@@ -86,7 +86,7 @@ func (s *Storage) StudyView(ctx context.Context, study lifecycle.StudyID) (Study
 	if err != nil {
 		return StudyView{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return st.v.studyView(nil), nil
 }
 
@@ -96,7 +96,7 @@ func (s *Storage) StudyView(ctx context.Context, study lifecycle.StudyID) (Study
 // Pending. It is what an operator or auditor uses beside (or instead of) a
 // running JournalStorage; it may run while that process writes the study,
 // and then shows a transition in flight as pending.
-func ReadStudyView(ctx context.Context, j store.Journal, study lifecycle.StudyID) (StudyView, error) {
+func ReadStudyView(ctx context.Context, j Journal, study lifecycle.StudyID) (StudyView, error) {
 	const op = "read_study_view"
 	if err := model.Begin(ctx, op); err != nil {
 		return StudyView{}, err

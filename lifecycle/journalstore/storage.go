@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -38,15 +39,19 @@ import (
 // appended. Any failure after a write began discards the view, which is
 // rebuilt from the journal before the study's next operation.
 //
-// That serialization is in this process only, so a Storage must be the
-// only writer of its journal tenant's lifecycle records, and it enforces
-// it: New refuses a shared store, and holds an exclusive OS
+// On a store one process writes (SQLite) that serialization is in this
+// process only, so a Storage must be the only writer of its journal
+// tenant's lifecycle records, and it enforces it: it holds an exclusive OS
 // lock beside the journal's file until Close, so a second JournalStorage
 // on the same file and tenant, in this process or another, is refused
-// with [ErrLocked]. Memory grows with the studies used: each study's view
-// stays loaded.
+// with [ErrLocked]. On a shared store (PostgreSQL) the serialization is
+// the study's advisory lock in the database, the view is brought up to
+// date under it, and each append is checked against the run's head in its
+// own transaction (see [New]). Memory grows with the studies used: each
+// study's view stays loaded.
 type Storage struct {
-	j store.Journal
+	j      Journal
+	shared *shared // nil for a store one process writes
 
 	lock   io.Closer    // the one-writer lock; nil for an in-memory journal
 	closed atomic.Bool  // set by Close; operations then fail
@@ -63,6 +68,10 @@ type jstudy struct {
 	id     lifecycle.StudyID
 	caseID store.CaseID
 	v      *jview // nil: not loaded, or discarded after a failed write
+	// held is the study's advisory lock on a shared store, held from
+	// lockStudy to unlock, and release frees its slot.
+	held    io.Closer
+	release func()
 }
 
 var _ interface {
@@ -70,28 +79,44 @@ var _ interface {
 	lifecycle.Inspector
 } = (*Storage)(nil)
 
-// New returns a Storage writing to j, which holds the
-// journal tenant's one-writer lock until Close. It refuses a store that
-// several processes write (j.IsShared()) with KindUnsupported: the study's
-// serialization lives in this process, and cross-process safety is not
-// proven (spec/lifecycle.md section 14). It refuses a journal whose lock
-// another JournalStorage holds with a KindConflict error that is also
-// [ErrLocked] and carries a [*LockedError], and a journal that is not a
-// local file (nor wraps one, through an Unwrap() or Inner() store.Journal method) with
-// KindUnsupported, since it could not enforce the rule.
-func New(j store.Journal) (*Storage, error) {
+// New returns a Storage writing to j.
+//
+// On a store that several processes write (j.IsShared(), PostgreSQL), each
+// study's operations hold the study's advisory lock, bring the view up to
+// date from the journal under it, and append through j.Atomic() so that
+// each append commits only if its run is still where the view folded it
+// (spec/lifecycle.md 14.2): any number of Storages, in any processes, may
+// serve one journal tenant. A shared store without Atomic() or an advisory
+// lock (a LockKey method, as store/postgres.Store has, found through
+// wrappers' Unwrap() or Inner()) is refused with KindUnsupported.
+//
+// On a store one process writes (SQLite), the study's serialization is in
+// this process, so New holds the journal tenant's one-writer lock (an OS
+// lock beside the journal's file) until Close: a second Storage on the
+// same file and tenant, in this process or another, is refused with a
+// KindConflict error that is also [ErrLocked] and carries a
+// [*LockedError]; and a journal that is not a local file (nor wraps one)
+// is refused with KindUnsupported, since it could not enforce the rule.
+func New(j Journal) (*Storage, error) {
 	const op = "new_journal_storage"
 	if j == nil {
 		return nil, lifecycle.NewError(lifecycle.KindInvalid, op, "no journal")
 	}
+	s := &Storage{j: j, studies: map[lifecycle.StudyID]*jstudy{}, trialStudy: map[lifecycle.TrialID]lifecycle.StudyID{}}
 	if j.IsShared() {
-		return nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "the journal is shared by several processes; JournalStorage serializes a study in one process and cannot prove cross-process safety")
+		sh, err := newShared(op, j)
+		if err != nil {
+			return nil, err
+		}
+		s.shared = sh
+		return s, nil
 	}
 	lock, err := takeWriterLock(context.Background(), op, j)
 	if err != nil {
 		return nil, err
 	}
-	return &Storage{j: j, lock: lock, studies: map[lifecycle.StudyID]*jstudy{}, trialStudy: map[lifecycle.TrialID]lifecycle.StudyID{}}, nil
+	s.lock = lock
+	return s, nil
 }
 
 // Close waits for the operations in progress, releases the one-writer
@@ -109,7 +134,7 @@ func (s *Storage) Close() error {
 	for _, st := range studies {
 		st.mu.Lock()
 		st.v = nil
-		st.mu.Unlock()
+		st.unlock()
 	}
 	if s.lock == nil {
 		return nil
@@ -135,14 +160,24 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 	if err != nil || c.IsZero() || c.String() != string(id) {
 		return nil, lifecycle.NewError(lifecycle.KindNotFound, op, "study %q", id)
 	}
-	st, err := s.lockStudy(op, id, c)
+	st, err := s.lockStudy(ctx, op, id, c)
 	if err != nil {
 		return nil, err
+	}
+	if st.v != nil && s.shared != nil {
+		if err := s.refresh(ctx, st.v); err == nil {
+			err = s.settle(ctx, st.v)
+		}
+		if err != nil {
+			st.v = nil
+			st.unlock()
+			return nil, journalError(op, err)
+		}
 	}
 	if st.v == nil {
 		v, err := s.rebuild(ctx, op, c)
 		if err != nil {
-			st.mu.Unlock()
+			st.unlock()
 			if lifecycle.KindOf(err) == lifecycle.KindNotFound {
 				s.mu.Lock()
 				if s.studies[id] == st {
@@ -157,8 +192,9 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 	return st, nil
 }
 
-// lockStudy returns the study's serialization point locked, loaded or not.
-func (s *Storage) lockStudy(op string, id lifecycle.StudyID, c store.CaseID) (*jstudy, error) {
+// lockStudy returns the study's serialization point locked, loaded or not:
+// in this process, and on a shared store also by the study's advisory lock.
+func (s *Storage) lockStudy(ctx context.Context, op string, id lifecycle.StudyID, c store.CaseID) (*jstudy, error) {
 	s.mu.Lock()
 	st := s.studies[id]
 	if st == nil {
@@ -168,8 +204,14 @@ func (s *Storage) lockStudy(op string, id lifecycle.StudyID, c store.CaseID) (*j
 	s.mu.Unlock()
 	st.mu.Lock()
 	if s.closed.Load() {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, lifecycle.StorageError(op, ErrClosed)
+	}
+	if s.shared != nil {
+		if err := s.shared.lock(ctx, st); err != nil {
+			st.unlock()
+			return nil, lifecycle.StorageError(op, fmt.Errorf("lock study %s: %w", id, err))
+		}
 	}
 	return st, nil
 }
@@ -223,7 +265,7 @@ func (s *Storage) openTrial(ctx context.Context, op string, id lifecycle.TrialID
 	}
 	t := st.v.byID[id]
 	if t == nil {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, nil, lifecycle.NewError(lifecycle.KindNotFound, op, "trial %q", id)
 	}
 	return st, t, nil
@@ -232,7 +274,7 @@ func (s *Storage) openTrial(ctx context.Context, op string, id lifecycle.TrialID
 func (s *Storage) openManaged(ctx context.Context, op string, id lifecycle.TrialID) (*jstudy, *jtrial, error) {
 	st, t, err := s.openTrial(ctx, op, id)
 	if err == nil && !t.Managed {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, nil, lifecycle.NewError(lifecycle.KindUnsupported, op, "trial %q is not lifecycle-managed", id)
 	}
 	return st, t, err
@@ -245,7 +287,7 @@ func (s *Storage) openOwned(ctx context.Context, op string, tok lifecycle.TrialO
 		return nil, nil, err
 	}
 	if l := t.Lease; l.State != lifecycle.TrialRunning || l.Owner != tok.Owner || l.Epoch != tok.Epoch {
-		st.mu.Unlock()
+		st.unlock()
 		return nil, nil, lifecycle.NewError(lifecycle.KindLeaseLost, op, "trial %q is %s under owner %q epoch %d; token is owner %q epoch %d",
 			t.ID, l.State, l.Owner, l.Epoch, tok.Owner, tok.Epoch)
 	}
@@ -327,7 +369,7 @@ func (s *Storage) CreateUnmanagedTrial(ctx context.Context, study lifecycle.Stud
 	if err != nil {
 		return "", err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	id := lifecycle.TrialID(store.NewRunID().String())
 	if err := s.transition(ctx, op, st, RecordTrialReserved, fTrialReserved{Trial: id, Number: st.v.Study.Trials, Managed: false, State: state}); err != nil {
 		return "", err
@@ -356,7 +398,7 @@ func (s *Storage) Studies(ctx context.Context) ([]lifecycle.StudyID, error) {
 	return slices.Sorted(maps.Keys(ids)), nil
 }
 
-func journalStudies(ctx context.Context, j store.Journal) (map[lifecycle.StudyID]bool, error) {
+func journalStudies(ctx context.Context, j Journal) (map[lifecycle.StudyID]bool, error) {
 	ids := map[lifecycle.StudyID]bool{}
 	var after *store.Activity
 	for {
@@ -384,7 +426,7 @@ func (s *Storage) InspectStudy(ctx context.Context, study lifecycle.StudyID) (li
 	if err != nil {
 		return lifecycle.Study{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return st.v.Study.Snapshot(), nil
 }
 
@@ -398,6 +440,6 @@ func (s *Storage) InspectTrial(ctx context.Context, trial lifecycle.TrialID) (li
 	if err != nil {
 		return lifecycle.Trial{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return t.Trial.Snapshot(), nil
 }

@@ -23,7 +23,7 @@ func (s *Storage) ReserveAndCreateIfBudget(ctx context.Context, req lifecycle.Re
 	if err != nil {
 		return lifecycle.ReservationOutcome{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	v := st.v
 	if req.Key != "" {
 		if out, ok := v.Keys[req.Key]; ok {
@@ -52,7 +52,7 @@ func (s *Storage) Abandon(ctx context.Context, req lifecycle.AbandonRequest) (bo
 	if err != nil {
 		return false, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if t.Lease.State != lifecycle.TrialWaiting {
 		return false, nil
 	}
@@ -70,7 +70,7 @@ func (s *Storage) Observe(ctx context.Context, trial lifecycle.TrialID) (lifecyc
 	if err != nil {
 		return lifecycle.LeaseObservation{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	return t.Lease, nil
 }
 
@@ -116,7 +116,7 @@ func (s *Storage) Claim(ctx context.Context, req lifecycle.ClaimRequest) (lifecy
 	if err != nil {
 		return lifecycle.TrialOwnerToken{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	v := st.v
 	if s := t.Lease.State; s != lifecycle.TrialWaiting && s != lifecycle.TrialPaused {
 		return lifecycle.TrialOwnerToken{}, lifecycle.NewError(lifecycle.KindLeaseLost, op, "trial %q is %s, not claimable", t.ID, s)
@@ -168,7 +168,7 @@ func (s *Storage) Renew(ctx context.Context, req lifecycle.RenewRequest) (lifecy
 	if err != nil {
 		return lifecycle.LeaseObservation{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	a, err := st.v.trialAppend(t, RecordTrialHeartbeat, fTrialHeartbeat{HeartbeatSeq: t.Lease.HeartbeatSeq + 1, HeartbeatAt: at})
 	if err != nil {
 		return lifecycle.LeaseObservation{}, lifecycle.StorageError(op, err)
@@ -199,7 +199,7 @@ func (s *Storage) FailStale(ctx context.Context, req lifecycle.FailStaleRequest)
 	if err != nil {
 		return false, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	if t.Lease.State != lifecycle.TrialRunning || !t.Lease.Equal(req.Observed) {
 		return false, nil
 	}
@@ -242,7 +242,7 @@ func (s *Storage) mutate(ctx context.Context, op string, owner *lifecycle.Finali
 	if err != nil {
 		return err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	v := st.v
 	var fence uint64
 	if owner != nil {
@@ -334,7 +334,7 @@ func (s *Storage) terminal(ctx context.Context, op string, owner *lifecycle.Fina
 	if err != nil {
 		return lifecycle.OutboxKey{}, err
 	}
-	defer st.mu.Unlock()
+	defer st.unlock()
 	v := st.v
 	f := fStudyTerminal{Trial: t.ID, OwnerEpoch: t.Lease.Epoch, State: req.State, Cause: endTerminal}
 	if owner != nil {

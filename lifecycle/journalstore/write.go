@@ -50,7 +50,7 @@ func (s *Storage) transition(ctx context.Context, op string, st *jstudy, kind st
 	if err := precheck(op, v.head, v.epoch, []store.Append{a}, mirrorSlack); err != nil {
 		return err
 	}
-	recs, err := s.j.Append(ctx, v.epoch, []store.Append{a})
+	recs, err := s.appendAt(ctx, v.run, v.head, v.epoch, []store.Append{a})
 	if err == nil && len(recs) != 1 {
 		err = fmt.Errorf("append of one record returned %d", len(recs))
 	}
@@ -76,7 +76,7 @@ func (s *Storage) trialWrite(ctx context.Context, op string, st *jstudy, t *jtri
 }
 
 func (s *Storage) appendTrial(ctx context.Context, op string, st *jstudy, t *jtrial, epoch store.Epoch, batch []store.Append) error {
-	recs, err := s.j.Append(ctx, epoch, batch)
+	recs, err := s.appendAt(ctx, t.run, t.head, epoch, batch)
 	for i := 0; err == nil && i < len(recs); i++ {
 		err = st.v.applyTrial(t, recs[i])
 	}

@@ -51,7 +51,7 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 	if err := l.fence(run, epoch); err != nil {
 		return nil, err
 	}
-	tx := &atomicTx{conn: x.conn}
+	tx := &atomicTx{s: s, run: run, conn: x.conn}
 	batch, err := work(ctx, tx)
 	tx.done = true
 	if err != nil {
@@ -91,6 +91,8 @@ func (atomicJournal) sameRun(run store.RunID, batch []store.Append) error {
 // use after work returned, so a member cannot write outside the commit it
 // joined.
 type atomicTx struct {
+	s    *Store
+	run  store.RunID // the run AppendAtomic locked
 	conn *pgx.Conn
 	done bool
 }

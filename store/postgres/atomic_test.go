@@ -155,7 +155,7 @@ func TestAtomicLostCommitIsCommitUnknown(t *testing.T) {
 	}
 	table := memberTable(t)
 	run := store.NewRunID()
-	cut.arm(cutAfter)
+	cut.Arm(cutAfter)
 	_, err = s.Atomic().AppendAtomic(ctx, run, 1, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
 		if _, err := tx.Exec(ctx, `INSERT INTO `+table+`(id, amount) VALUES('order-1', 7)`); err != nil {
 			return nil, err

@@ -408,7 +408,7 @@ func TestLostCommitAcknowledgementIsCommitUnknown(t *testing.T) {
 			if _, err := s.Append(ctx, 1, []store.Append{note(run, "first")}); err != nil {
 				t.Fatal(err)
 			}
-			cut.arm(tc.mode)
+			cut.Arm(tc.mode)
 			_, err := s.Append(ctx, 1, []store.Append{note(run, "second"), effect(run, "charge")})
 			var cu *store.CommitUnknownError
 			if !errors.As(err, &cu) {
@@ -417,10 +417,10 @@ func TestLostCommitAcknowledgementIsCommitUnknown(t *testing.T) {
 			if !strings.Contains(err.Error(), run.String()) {
 				t.Errorf("error does not name the run: %v", err)
 			}
-			if cut.cuts.Load() == 0 {
+			if cut.Cuts.Load() == 0 {
 				t.Fatal("the proxy never saw the COMMIT")
 			}
-			cut.cuts.Store(0)
+			cut.Cuts.Store(0)
 			want := store.Seq(1)
 			if tc.landed {
 				want = 3

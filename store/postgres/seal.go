@@ -35,14 +35,8 @@ type sealReq struct {
 // is the one the chain records), and the fence must pass. First seal wins:
 // a re-seal returns the leaf and writes nothing.
 func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
-	if err := store.ValidateEpoch(epoch); err != nil {
+	if err := store.CheckSeal(epoch, outcome); err != nil {
 		return store.Digest{}, err
-	}
-	if err := store.ValidateOutcome(outcome); err != nil {
-		return store.Digest{}, err
-	}
-	if !store.IsSealingOutcome(outcome) {
-		return store.Digest{}, &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("%q does not seal; only %v do, and a failed or exhausted run stays open for resume", outcome, store.SealingOutcomes)}
 	}
 	if err := s.check(ctx); err != nil {
 		return store.Digest{}, err
@@ -75,53 +69,78 @@ func (s *Store) trySeals(ms []*groupcommit.Member[*sealReq]) ([]*groupcommit.Mem
 		return failAll(pending, err)
 	}
 	var accepted []*groupcommit.Member[*sealReq]
-	var leaves []log.Hash
+	var reqs []*sealReq
 	for i, m := range pending {
-		r, l := m.Req, locks[i]
+		fresh, err := decideSeal(locks[i], m.Req)
 		switch {
-		case !l.run.exists:
-			m.Answer(&store.NotFoundError{What: "run " + r.run.String()})
-		case l.fence(r.run, r.epoch) != nil:
-			m.Answer(l.fence(r.run, r.epoch))
-		case l.run.sealedOutcome != nil:
-			if len(l.run.leaf) != 32 {
-				m.Answer(&store.CorruptError{Run: r.run, Detail: "sealed run has no 32-byte leaf"})
-				continue
-			}
-			r.leaf = store.Digest(l.run.leaf) // first seal wins
+		case err != nil:
+			m.Answer(err)
+		case !fresh:
 			m.Answer(nil)
-		case l.run.outcome == nil || *l.run.outcome != r.outcome:
-			latest := "none"
-			if l.run.outcome != nil {
-				latest = fmt.Sprintf("%q", *l.run.outcome)
-			}
-			m.Answer(&store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", r.run, latest, r.outcome)})
 		default:
-			r.leaf = l.run.head.Hash
 			accepted = append(accepted, m)
-			leaves = append(leaves, log.Hash(l.run.head.Hash))
+			reqs = append(reqs, m.Req)
 		}
 	}
 	if len(accepted) == 0 {
 		return nil, nil
 	}
+	if err := s.writeSeals(ctx, x, reqs); err != nil {
+		return failAll(accepted, err)
+	}
+	for _, m := range accepted {
+		m.Answer(nil)
+	}
+	return nil, nil
+}
+
+// decideSeal decides one seal under its run's lock and sets r.leaf. fresh
+// is false for a re-seal (first seal wins), which writes nothing.
+func decideSeal(l locked, r *sealReq) (fresh bool, err error) {
+	switch {
+	case !l.run.exists:
+		return false, &store.NotFoundError{What: "run " + r.run.String()}
+	case l.fence(r.run, r.epoch) != nil:
+		return false, l.fence(r.run, r.epoch)
+	case l.run.sealedOutcome != nil:
+		if len(l.run.leaf) != 32 {
+			return false, &store.CorruptError{Run: r.run, Detail: "sealed run has no 32-byte leaf"}
+		}
+		r.leaf = store.Digest(l.run.leaf) // first seal wins
+		return false, nil
+	case l.run.outcome == nil || *l.run.outcome != r.outcome:
+		latest := "none"
+		if l.run.outcome != nil {
+			latest = fmt.Sprintf("%q", *l.run.outcome)
+		}
+		return false, &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", r.run, latest, r.outcome)}
+	}
+	r.leaf = l.run.head.Hash
+	return true, nil
+}
+
+// writeSeals writes decided seals in x's transaction, which holds their
+// runs' locks, and commits: they take consecutive log indexes in the order
+// given, under the tenant's log row lock, and their leaves enter the tree
+// together.
+func (s *Store) writeSeals(ctx context.Context, x *session, reqs []*sealReq) error {
 	// The indexes are taken under the tenant's log row lock, held to
 	// commit: the next group waits for this one to commit or roll back.
 	var first int64
-	if err := x.conn.QueryRow(ctx, s.q.logNext, s.tenant, int64(len(accepted))).Scan(&first); err != nil {
-		return failAll(accepted, notWritten(fmt.Errorf("take log index: %w", err)))
+	if err := x.conn.QueryRow(ctx, s.q.logNext, s.tenant, int64(len(reqs))).Scan(&first); err != nil {
+		return notWritten(fmt.Errorf("take log index: %w", err))
 	}
 	if first < 0 {
-		return failAll(accepted, &store.CorruptError{Detail: "negative log size"})
+		return &store.CorruptError{Detail: "negative log size"}
 	}
 	b := &pgx.Batch{}
-	for i, m := range accepted {
-		r := m.Req
+	leaves := make([]log.Hash, len(reqs))
+	for i, r := range reqs {
 		b.Queue(s.q.sealRun, s.tenant, r.run.String(), r.outcome, first+int64(i), r.leaf[:])
+		leaves[i] = log.Hash(r.leaf)
 	}
 	br := x.conn.SendBatch(ctx, b)
-	for _, m := range accepted {
-		r := m.Req
+	for _, r := range reqs {
 		tag, err := br.Exec()
 		if err == nil && tag.RowsAffected() != 1 {
 			// Under the run's lock this cannot happen; if it does, no
@@ -130,21 +149,15 @@ func (s *Store) trySeals(ms []*groupcommit.Member[*sealReq]) ([]*groupcommit.Mem
 		}
 		if err != nil {
 			br.Close()
-			return failAll(accepted, notWritten(fmt.Errorf("seal: %w", err)))
+			return notWritten(fmt.Errorf("seal: %w", err))
 		}
 	}
 	if err := br.Close(); err != nil {
-		return failAll(accepted, notWritten(fmt.Errorf("seal: %w", err)))
+		return notWritten(fmt.Errorf("seal: %w", err))
 	}
 	cb := &pgx.Batch{}
 	if err := s.appendLeaves(ctx, x, cb, uint64(first), leaves...); err != nil {
-		return failAll(accepted, err)
+		return err
 	}
-	if err := x.commit(ctx, cb, func(_ int, err error) error { return nodeConflict(err) }); err != nil {
-		return failAll(accepted, err)
-	}
-	for _, m := range accepted {
-		m.Answer(nil)
-	}
-	return nil, nil
+	return x.commit(ctx, cb, func(_ int, err error) error { return nodeConflict(err) })
 }

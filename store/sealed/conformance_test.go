@@ -33,20 +33,13 @@ func openRing(tb testing.TB) *keyring.File {
 	return r
 }
 
-// sealedSkips are the main-suite checks that read a payload from the
-// stored bytes, which sealing replaces with an envelope; the sealing checks
-// assert the same property of the opened fields (sealing/opens-exactly).
-var sealedSkips = map[string]string{
-	"chaining/hash-covers-raw-bytes": "reads a payload integer from Raw; under sealing it is in an envelope (sealing/opens-exactly checks it opened)",
-}
-
 // TestConformanceSQLite runs the whole store suite through the sealing
 // decorator over SQLite: sealing must not cost any guarantee.
 func TestConformanceSQLite(t *testing.T) {
 	storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
 		s, clk := openSQLite(tb)
 		return sealed.New(s, openRing(tb), sealed.Options{}), clk
-	}, Skip: sealedSkips})
+	}})
 }
 
 func sealingHarness(open func(tb testing.TB) store.Journal) storetest.SealingHarness {

@@ -33,7 +33,7 @@ func openPostgres(tb testing.TB) *postgres.Store {
 func TestConformancePostgres(t *testing.T) {
 	storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
 		return sealed.New(openPostgres(tb), openRing(tb), sealed.Options{}), storetest.SleepClock{}
-	}, Skip: sealedSkips})
+	}})
 }
 
 func TestSealingPostgres(t *testing.T) {

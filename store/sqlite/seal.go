@@ -13,59 +13,80 @@ import (
 // must be the sealing outcome asked for (so the outcome the log commits to
 // is the one the chain records), and the fence must pass.
 func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
-	if err := store.ValidateEpoch(epoch); err != nil {
+	if err := store.CheckSeal(epoch, outcome); err != nil {
 		return store.Digest{}, err
-	}
-	if err := store.ValidateOutcome(outcome); err != nil {
-		return store.Digest{}, err
-	}
-	if !store.IsSealingOutcome(outcome) {
-		return store.Digest{}, &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("%q does not seal; only %v do, and a failed or exhausted run stays open for resume", outcome, store.SealingOutcomes)}
 	}
 	var leaf store.Digest
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		bg := context.Background()
-		st, err := s.loadRun(bg, tx, run)
-		if err != nil {
-			return err
-		}
-		if !st.exists {
-			return &store.NotFoundError{What: "run " + run.String()}
-		}
-		if err := s.checkFence(bg, tx, run, epoch); err != nil {
-			return err
-		}
-		if st.sealedOutcome.Valid {
-			leaf = store.Digest(st.leaf) // first seal wins
-			return nil
-		}
-		if !st.outcome.Valid || st.outcome.String != outcome {
-			latest := "none"
-			if st.outcome.Valid {
-				latest = fmt.Sprintf("%q", st.outcome.String)
-			}
-			return &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", run, latest, outcome)}
-		}
 		size, err := s.logSize(bg, tx)
 		if err != nil {
 			return err
 		}
-		if err := s.appendLeaf(bg, tx, size, st.head.Hash); err != nil {
+		exec := func(ctx context.Context, q string, args ...any) (sql.Result, error) {
+			return s.txExec(ctx, tx, q, args...)
+		}
+		l, fresh, err := s.sealRun(bg, tx, exec, run, epoch, outcome, size)
+		if err != nil || !fresh {
+			leaf = l
 			return err
 		}
-		_, err = tx.ExecContext(bg, `UPDATE runs SET sealed_outcome=?, sealed_at=?, log_index=?, leaf=? WHERE tenant=? AND run=?`,
-			outcome, s.now().UnixNano(), int64(size), st.head.Hash[:], s.tenant, run.String())
-		if err != nil {
-			return fmt.Errorf("seal run %s: %w", run, err)
+		if err := s.appendLeaf(bg, tx, size, l); err != nil {
+			return err
 		}
-		_, err = tx.ExecContext(bg, `INSERT INTO logs(tenant, size) VALUES(?, ?) ON CONFLICT(tenant) DO UPDATE SET size=excluded.size`, s.tenant, int64(size+1))
-		if err != nil {
-			return fmt.Errorf("grow log: %w", err)
+		if err := s.setLogSize(bg, tx, size+1); err != nil {
+			return err
 		}
-		leaf = st.head.Hash
+		leaf = l
 		return nil
 	})
 	return leaf, err
+}
+
+// sealRun decides one seal inside the writer's transaction and, if the run
+// was not sealed yet, marks it sealed at index; the caller adds its leaf to
+// the tree and grows the log. fresh is false for a re-seal (first seal
+// wins), which writes nothing. exec runs the update.
+func (s *Store) sealRun(ctx context.Context, tx *sql.Tx, exec execFunc, run store.RunID, epoch store.Epoch, outcome string, index uint64) (leaf store.Digest, fresh bool, err error) {
+	st, err := s.loadRun(ctx, tx, run)
+	if err != nil {
+		return leaf, false, err
+	}
+	if !st.exists {
+		return leaf, false, &store.NotFoundError{What: "run " + run.String()}
+	}
+	if err := s.checkFence(ctx, tx, run, epoch); err != nil {
+		return leaf, false, err
+	}
+	if st.sealedOutcome.Valid {
+		return store.Digest(st.leaf), false, nil // first seal wins
+	}
+	if !st.outcome.Valid || st.outcome.String != outcome {
+		latest := "none"
+		if st.outcome.Valid {
+			latest = fmt.Sprintf("%q", st.outcome.String)
+		}
+		return leaf, false, &store.InvalidArgumentError{Field: "outcome", Detail: fmt.Sprintf("run %s's latest conclusion is %s; append a RunConcluded with outcome %q before sealing", run, latest, outcome)}
+	}
+	_, err = exec(ctx, qSealRun, outcome, s.now().UnixNano(), int64(index), st.head.Hash[:], s.tenant, run.String())
+	if err != nil {
+		return leaf, false, fmt.Errorf("seal run %s: %w", run, err)
+	}
+	return st.head.Hash, true, nil
+}
+
+// execFunc runs a statement in the writer's transaction.
+type execFunc = func(ctx context.Context, query string, args ...any) (sql.Result, error)
+
+// qSealRun marks a run sealed at its log index.
+const qSealRun = `UPDATE runs SET sealed_outcome=?, sealed_at=?, log_index=?, leaf=? WHERE tenant=? AND run=?`
+
+// setLogSize records the tenant's log size.
+func (s *Store) setLogSize(ctx context.Context, tx *sql.Tx, size uint64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO logs(tenant, size) VALUES(?, ?) ON CONFLICT(tenant) DO UPDATE SET size=excluded.size`, s.tenant, int64(size)); err != nil {
+		return fmt.Errorf("grow log: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) logSize(ctx context.Context, q querier) (uint64, error) {

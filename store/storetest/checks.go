@@ -33,6 +33,9 @@ var checks = []check{
 	{"seal/only-final-outcomes-seal", checkOnlyFinalSeal},
 	{"seal/outcome-must-be-latest-conclusion", checkSealNeedsConclusion},
 	{"seal/unknown-run", checkSealUnknown},
+	// bulk writes (optional interface)
+	{"bulk/append-and-seal-in-order", checkBulkAppendAndSeal},
+	{"bulk/refusal-writes-nothing", checkBulkRefusalWritesNothing},
 	// outcome index
 	{"outcome-index/sealed-runs-findable", checkOutcomeFindable},
 	{"outcome-index/last-conclusion-wins", checkLastConclusionWins},

@@ -1,0 +1,102 @@
+package disclosure
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/sqlite"
+)
+
+// stopAfterBulk lets n bulk writes (appends or seals) through and then
+// fails every write, as a restore killed between two of its bulk
+// transactions leaves the target.
+type stopAfterBulk struct {
+	*sqlite.Store
+	n      int
+	writes int
+}
+
+func (s *stopAfterBulk) take() error {
+	if s.n == 0 {
+		return errStopped
+	}
+	s.n--
+	s.writes++
+	return nil
+}
+
+func (s *stopAfterBulk) AppendBulk(ctx context.Context, a []store.BulkAppend) ([][]store.Record, error) {
+	if err := s.take(); err != nil {
+		return nil, err
+	}
+	return s.Store.AppendBulk(ctx, a)
+}
+
+func (s *stopAfterBulk) SealBulk(ctx context.Context, b []store.BulkSeal) ([]store.Digest, error) {
+	if err := s.take(); err != nil {
+		return nil, err
+	}
+	return s.Store.SealBulk(ctx, b)
+}
+
+// Issue 17: a restore through a store.BulkWriter writes many runs per
+// transaction, two at a time here; interrupted after any bulk (between
+// bulks of appends, between bulks of seals), it is finished by a resumed
+// restore, itself in bulks, with no run duplicated.
+func TestRestore_ResumeAfterInterruptedBulk(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	want, _ := w.j.Checkpoint(ctx)
+	opts := RestoreOptions{bulkRuns: 2, bulkSeals: 2}
+	var phases []string
+	for n := 0; ; n++ {
+		target := openJournal(t, testOrigin)
+		stop := &stopAfterBulk{Store: target, n: n}
+		rep, err := RestoreWith(ctx, stop, bytes.NewReader(exp), opts)
+		if err == nil {
+			// 5 runs in bulks of at most 2 (a run's second epoch
+			// starts a bulk), 3 leaves in bulks of 2.
+			if stop.writes < 5 || !rep.Faithful() {
+				t.Fatalf("the whole restore took %d bulk writes, report %+v", stop.writes, rep)
+			}
+			break
+		}
+		if !errors.Is(err, errStopped) {
+			t.Fatalf("after %d bulk writes: %v", n, err)
+		}
+		if n > 0 {
+			_, err = Restore(ctx, target, bytes.NewReader(exp))
+			var rr *RestoreRefusedError
+			if !errors.As(err, &rr) || !strings.Contains(err.Error(), "resume it") {
+				t.Fatalf("after %d bulk writes, a plain restore of the partial target: %v", n, err)
+			}
+		}
+		resume := opts
+		resume.Resume = true
+		resume.Progress = func(p RestoreProgress) {
+			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+				phases = append(phases, p.Phase)
+			}
+		}
+		phases = phases[:0]
+		rep, err = RestoreWith(ctx, target, bytes.NewReader(exp), resume)
+		if err != nil {
+			t.Fatalf("resume after %d bulk writes: %v", n, err)
+		}
+		if !rep.Faithful() || rep.Rebuilt != want || rep.Runs != 5 || rep.Records != 16 || rep.Sealed != 3 {
+			t.Fatalf("resume after %d bulk writes: report %+v", n, rep)
+		}
+		exp2 := export(t, target)
+		if !bytes.Equal(exp[bytes.IndexByte(exp, '\n'):], exp2[bytes.IndexByte(exp2, '\n'):]) {
+			t.Fatalf("resume after %d bulk writes: the restored journal's export differs", n)
+		}
+		if last := phases[len(phases)-1]; last != PhaseSealing {
+			t.Fatalf("resume after %d bulk writes: progress phases %v", n, phases)
+		}
+	}
+}

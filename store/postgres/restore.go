@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runseal/runseal/store"
+)
+
+// AppendBulk implements store.BulkWriter: one transaction locks every run
+// of the call (in run-id order, like every writer), decides each append
+// under its lock with planAppend, as a group of concurrent Appends is
+// decided, and writes them all with one statement per table (queueMany).
+// A refusal under the lock, or a constraint the server enforces (a
+// duplicate effect or admission key), fails the whole call, which writes
+// nothing.
+func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][]store.Record, error) {
+	runs := make([]store.RunID, len(appends))
+	for i, a := range appends {
+		run, err := store.ValidateBatch(a.Epoch, a.Batch)
+		if err != nil {
+			return nil, fmt.Errorf("bulk append %d: %w", i, err)
+		}
+		runs[i] = run
+	}
+	if err := store.CheckBulk(len(runs), func(i int) store.RunID { return runs[i] }); err != nil {
+		return nil, err
+	}
+	order := lockOrder(runs)
+	plans := make([]*appendPlan, len(appends))
+	what := func() string { return fmt.Sprintf("append to %d runs from run %s", len(runs), runs[0]) }
+	err := s.write(ctx, what, func(x *session) error {
+		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
+		if err != nil {
+			return err
+		}
+		for k, i := range order {
+			if plans[i], err = s.planAppend(locks[k], runs[i], appends[i].Epoch, appends[i].Batch); err != nil {
+				return err
+			}
+		}
+		b := &pgx.Batch{}
+		s.queueMany(plans, b)
+		return x.commit(ctx, b, func(_ int, err error) error {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+				return &store.InvalidArgumentError{Field: "bulk", Detail: fmt.Sprintf("an effect or admission key of the bulk is already in the journal (%s)", pe.ConstraintName)}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]store.Record, len(plans))
+	for i, p := range plans {
+		out[i] = p.records()
+	}
+	return out, nil
+}
+
+// SealBulk implements store.BulkWriter: one transaction locks the runs,
+// decides each seal as Seal does (decideSeal), and writes the new ones
+// with writeSeals, at consecutive log indexes in the order given.
+func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.Digest, error) {
+	for _, b := range seals {
+		if err := store.CheckSeal(b.Epoch, b.Outcome); err != nil {
+			return nil, err
+		}
+	}
+	runs := make([]store.RunID, len(seals))
+	for i, b := range seals {
+		runs[i] = b.Run
+	}
+	if err := store.CheckBulk(len(runs), func(i int) store.RunID { return runs[i] }); err != nil {
+		return nil, err
+	}
+	order := lockOrder(runs)
+	reqs := make([]*sealReq, len(seals))
+	what := func() string { return fmt.Sprintf("seal %d runs from run %s", len(runs), runs[0]) }
+	err := s.write(ctx, what, func(x *session) error {
+		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
+		if err != nil {
+			return err
+		}
+		fresh := make([]bool, len(seals))
+		for k, i := range order {
+			reqs[i] = &sealReq{run: seals[i].Run, epoch: seals[i].Epoch, outcome: seals[i].Outcome}
+			if fresh[i], err = decideSeal(locks[k], reqs[i]); err != nil {
+				return err
+			}
+		}
+		var write []*sealReq
+		for i, r := range reqs {
+			if fresh[i] {
+				write = append(write, r)
+			}
+		}
+		if len(write) == 0 {
+			return nil
+		}
+		return s.writeSeals(ctx, x, write)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.Digest, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.leaf
+	}
+	return out, nil
+}
+
+// lockOrder returns the indexes of runs in the order their locks are
+// taken: by run id, as every writer takes them.
+func lockOrder(runs []store.RunID) []int {
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(runs[a].String(), runs[b].String()) })
+	return order
+}
+
+var _ store.BulkWriter = (*Store)(nil)

@@ -1,0 +1,126 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/store"
+)
+
+// AppendBulk implements store.BulkWriter: the appends go to the writer as
+// one member of its group commit, and are decided and written by the same
+// code as a group of concurrent Appends (appendTenantBatch), so every check
+// of Append holds. A refusal of any member rolls back the member, which is
+// the whole call.
+func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][]store.Record, error) {
+	reqs := make([]*appendReq, len(appends))
+	for i, a := range appends {
+		run, err := store.ValidateBatch(a.Epoch, a.Batch)
+		if err != nil {
+			return nil, fmt.Errorf("bulk append %d: %w", i, err)
+		}
+		reqs[i] = &appendReq{s: s, run: run, epoch: a.Epoch, batch: a.Batch}
+	}
+	if err := store.CheckBulk(len(reqs), func(i int) store.RunID { return reqs[i].run }); err != nil {
+		return nil, err
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		refusals, err := s.appendTenantBatch(context.Background(), tx, reqs)
+		if err != nil {
+			return err
+		}
+		for _, err := range refusals {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]store.Record, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.out
+	}
+	return out, nil
+}
+
+// SealBulk implements store.BulkWriter: each seal is decided as Seal
+// decides it (sealRun), the new leaves enter the tree together and the log
+// grows once, in one member of the writer's group commit.
+func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.Digest, error) {
+	for _, b := range seals {
+		if err := store.CheckSeal(b.Epoch, b.Outcome); err != nil {
+			return nil, err
+		}
+	}
+	if err := store.CheckBulk(len(seals), func(i int) store.RunID { return seals[i].Run }); err != nil {
+		return nil, err
+	}
+	out := make([]store.Digest, len(seals))
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		bg := context.Background()
+		size, err := s.logSize(bg, tx)
+		if err != nil {
+			return err
+		}
+		stmts := &txStmts{tx: tx}
+		defer stmts.close()
+		var leaves []log.Hash
+		for i, b := range seals {
+			leaf, fresh, err := s.sealRun(bg, tx, stmts.exec, b.Run, b.Epoch, b.Outcome, size+uint64(len(leaves)))
+			if err != nil {
+				return err
+			}
+			out[i] = leaf
+			if fresh {
+				leaves = append(leaves, log.Hash(leaf))
+			}
+		}
+		if len(leaves) == 0 {
+			return nil
+		}
+		w := nodes{q: tx, exec: stmts.exec, tenant: s.tenant}
+		if _, err := log.Append(bg, w, size, leaves...); err != nil {
+			return fmt.Errorf("append leaves %d to %d: %w", size, size+uint64(len(leaves)), err)
+		}
+		return s.setLogSize(bg, tx, size+uint64(len(leaves)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// txStmts prepares each statement once in a transaction that runs it
+// hundreds of times: preparing is most of a small statement's cost.
+type txStmts struct {
+	tx *sql.Tx
+	m  map[string]*sql.Stmt
+}
+
+func (c *txStmts) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st := c.m[query]
+	if st == nil {
+		var err error
+		if st, err = c.tx.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		if c.m == nil {
+			c.m = map[string]*sql.Stmt{}
+		}
+		c.m[query] = st
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (c *txStmts) close() {
+	for _, st := range c.m {
+		st.Close()
+	}
+}
+
+var _ store.BulkWriter = (*Store)(nil)
