@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/runseal/runseal/audit"
@@ -402,4 +404,38 @@ func longBrowser(t *testing.T, d time.Duration) context.Context {
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelCtx(); cancelAlloc(); cancelBase() })
 	return ctx
+}
+
+// TestVerifyPageRefusesFraming: another site that frames the verify page
+// gets nothing in its frame (frame-ancestors 'none'), so it cannot dress
+// the page's verdict up as its own.
+func TestVerifyPageRefusesFraming(t *testing.T) {
+	target := pageServer(t)
+	framer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>framer</title><iframe id="f" src="%s" width="800" height="600"></iframe>`, target)
+	}))
+	t.Cleanup(framer.Close)
+	ctx := browsertest.New(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(framer.URL)); err != nil {
+		t.Fatal(err)
+	}
+	// Navigate returns once the framing page has loaded, its frame with it
+	// (blocked or not).
+	tree, err := chromedp.Call(ctx, page.GetFrameTree, cdp.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.FrameTree.ChildFrames) != 1 {
+		t.Fatalf("the framing page has %d frames, want 1", len(tree.FrameTree.ChildFrames))
+	}
+	f := tree.FrameTree.ChildFrames[0].Frame
+	t.Logf("framed: url %q unreachable %q", f.URL, f.UnreachableURL)
+	if strings.HasPrefix(f.URL, target) {
+		t.Fatalf("the verify page loaded in another site's frame (%s)", f.URL)
+	}
+	if f.UnreachableURL != target {
+		t.Fatalf("the frame is %q, unreachable %q: want the page refused", f.URL, f.UnreachableURL)
+	}
+	browsertest.Screenshot(t, ctx, "framed")
 }
