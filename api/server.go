@@ -137,6 +137,11 @@ type Config struct {
 	// MaxRecordsBytes bounds the record bytes of one records answer;
 	// DefaultMaxRecordsBytes when zero.
 	MaxRecordsBytes int
+	// TokenCacheTTL is how long a successful token check is trusted
+	// before the token store is asked again, which bounds how long a
+	// revoked token keeps working: DefaultTokenCacheTTL when zero; below
+	// zero, every request asks the store.
+	TokenCacheTTL time.Duration
 }
 
 // Server is the journal's HTTP API over its tenants. It is an
@@ -150,6 +155,7 @@ type Server struct {
 	mux      *http.ServeMux
 	closing  chan struct{}
 	maxBytes int
+	tokens   *tokenCache
 }
 
 // New builds a Server.
@@ -181,6 +187,10 @@ func New(cfg Config) (*Server, error) {
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxRecordsBytes
 	}
+	if cfg.TokenCacheTTL == 0 {
+		cfg.TokenCacheTTL = DefaultTokenCacheTTL
+	}
+	s.tokens = newTokenCache(cfg.TokenCacheTTL, nil)
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "runseal_http_requests_total", Help: "HTTP API requests by route and status code.",
 	}, []string{"route", "code"})
@@ -318,7 +328,7 @@ func (s *Server) principal(r *http.Request) (*store.Token, error) {
 	if !ok {
 		return nil, errUnauthorized
 	}
-	return Authenticate(r.Context(), s.cfg.Tokens, tok)
+	return s.tokens.authenticate(r.Context(), s.cfg.Tokens, tok)
 }
 
 func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {

@@ -170,7 +170,13 @@ func WriteSealing(w io.Writer, r *sealed.Inspection) {
 		fmt.Fprintf(w, "  erased: run %s seq %d fields %v\n", x.Run, x.Seq, x.Fields)
 	}
 	if r.ErasedOmitted > 0 {
-		fmt.Fprintf(w, "  ... and %d more records with erased fields (see --json)\n", r.ErasedOmitted)
+		fmt.Fprintf(w, "  ... and %d more records with erased fields\n", r.ErasedOmitted)
+	}
+	if r.ErasuresOmitted > 0 {
+		fmt.Fprintf(w, "  ... and %d more recorded erasures (counted above)\n", r.ErasuresOmitted)
+	}
+	if r.UnattributedFields > 0 {
+		fmt.Fprintf(w, "  %d sealed fields lie under scopes beyond the first %d and are not attributed to any erasure: the erased counts above are lower bounds\n", r.UnattributedFields, sealed.MaxScopes)
 	}
 }
 

@@ -83,18 +83,30 @@ type bodyCache struct {
 
 // decodeRecordBodyCached is decodeRecordBody with a cache (nil: none).
 func decodeRecordBodyCached(raw []byte, c *bodyCache) (store.Body, store.Facts, error) {
+	b, f, _, err := decodeRecord(raw, c, nil)
+	return b, f, err
+}
+
+// decodeRecord is decodeRecordBodyCached that also reports whether filter
+// (when not nil) accepted one of the body's top-level members, each given
+// as its key between its quotes and its value's exact bytes.
+func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool) (store.Body, store.Facts, bool, error) {
 	if len(raw) > store.MaxRecordBytes {
-		return store.Body{}, store.Facts{}, &store.RecordTooLargeError{Bytes: len(raw), Limit: store.MaxRecordBytes}
+		return store.Body{}, store.Facts{}, false, &store.RecordTooLargeError{Bytes: len(raw), Limit: store.MaxRecordBytes}
 	}
 	var b store.Body
 	var seen [len(routingFields)]bool
 	var ferr error
+	relevant := false
 	fail := func(format string, args ...any) {
 		if ferr == nil {
 			ferr = fmt.Errorf("record body: "+format, args...)
 		}
 	}
 	err := canon.CheckObject(raw, func(k, v []byte) {
+		if filter != nil && !relevant && filter(k, v) {
+			relevant = true
+		}
 		switch string(k) {
 		case "seq":
 			seen[6] = true
@@ -161,34 +173,34 @@ func decodeRecordBodyCached(raw []byte, c *bodyCache) (store.Body, store.Facts, 
 		}
 	})
 	if err != nil {
-		return store.Body{}, store.Facts{}, fmt.Errorf("record body: %w", err)
+		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: %w", err)
 	}
 	if ferr != nil {
-		return store.Body{}, store.Facts{}, ferr
+		return store.Body{}, store.Facts{}, false, ferr
 	}
 	for _, i := range [...]int{6, 5, 2, 8, 3} { // seq, run, epoch, v, kind
 		if !seen[i] {
-			return store.Body{}, store.Facts{}, fmt.Errorf("record body: missing %q", routingFields[i])
+			return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: missing %q", routingFields[i])
 		}
 	}
 	if b.Seq == 0 {
-		return store.Body{}, store.Facts{}, fmt.Errorf("record body: seq 0 (seqs start at 1)")
+		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: seq 0 (seqs start at 1)")
 	}
 	if err := checkBodyRules(b); err != nil {
-		return store.Body{}, store.Facts{}, err
+		return store.Body{}, store.Facts{}, false, err
 	}
 	if !storeReadKind(b.Kind) {
-		return b, store.Facts{}, nil
+		return b, store.Facts{}, relevant, nil
 	}
 	full, err := store.DecodeBody(raw)
 	if err != nil {
-		return store.Body{}, store.Facts{}, err
+		return store.Body{}, store.Facts{}, false, err
 	}
 	f, err := store.ReadFacts(full)
 	if err != nil {
-		return store.Body{}, store.Facts{}, fmt.Errorf("record body: %w", err)
+		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: %w", err)
 	}
-	return full, f, nil
+	return full, f, relevant, nil
 }
 
 // checkBodyRules holds a decoded body to the rules spec/records.md states

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // errLineTooLong and errUnterminated are what lineReader.next reports for a
@@ -23,6 +25,10 @@ var (
 // file it checked without a second pass and without a second core's worth
 // of waiting. Lines are found in the read-ahead chunks themselves and
 // returned as slices of them: only a line that spans two chunks is copied.
+//
+// With an examiner, worker goroutines also look at each chunk's record
+// lines before the caller reads them (see examine.go): what they found for
+// the line last returned is at examined.
 type lineReader struct {
 	ahead    *aheadReader
 	long     []byte // gathers a line that spans chunks
@@ -30,12 +36,21 @@ type lineReader struct {
 	read     int64  // bytes consumed as lines
 	progress func(int64)
 	nextTick int64
+
+	lineOff int // the offset in the current chunk of the line last returned; -1 when gathered in long
+	exIdx   int // the current chunk's first examined line not yet passed
 }
 
 const progressEvery = 4 << 20
 
 func newLineReader(ctx context.Context, r io.Reader, progress func(int64)) *lineReader {
-	return &lineReader{ahead: newAheadReader(ctx, r), progress: progress, nextTick: progressEvery}
+	return newExaminingReader(ctx, r, progress, nil)
+}
+
+// newExaminingReader is newLineReader with workers that examine each
+// chunk's record lines with x ahead of the caller (nil: none).
+func newExaminingReader(ctx context.Context, r io.Reader, progress func(int64), x *examiner) *lineReader {
+	return &lineReader{ahead: newAheadReader(ctx, r, x), progress: progress, nextTick: progressEvery, lineOff: -1}
 }
 
 // close stops reading ahead; the reader is unusable after.
@@ -54,12 +69,14 @@ func (l *lineReader) drain(ctx context.Context) error {
 // errLineTooLong; read errors are returned as they are.
 func (l *lineReader) next() ([]byte, error) {
 	l.long = l.long[:0]
+	l.lineOff = -1
 	a := l.ahead
 	for {
 		if a.off < a.cur.n {
 			buf := a.cur.b[a.off:a.cur.n]
 			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
 				seg := buf[:i+1]
+				start := a.off
 				a.off += i + 1
 				l.consume(len(seg))
 				if len(l.long)+len(seg) > MaxLine {
@@ -70,6 +87,7 @@ func (l *lineReader) next() ([]byte, error) {
 					l.long = append(l.long, seg...)
 					return l.long[:len(l.long)-1], nil
 				}
+				l.lineOff = start
 				return seg[:len(seg)-1], nil
 			}
 			// The line goes on in the next chunk: gather it.
@@ -92,7 +110,26 @@ func (l *lineReader) next() ([]byte, error) {
 		if err := a.next(); err != nil {
 			return nil, err
 		}
+		l.exIdx = 0
 	}
+}
+
+// examined returns what a worker found in the line last returned, n bytes
+// long, or nil when no worker examined it (a line spanning chunks, the
+// first record after one, a reader without an examiner). The result is
+// valid until the next call to next.
+func (l *lineReader) examined(n int) *examined {
+	if l.lineOff < 0 {
+		return nil
+	}
+	ex := l.ahead.cur.ex
+	for l.exIdx < len(ex) && ex[l.exIdx].off < l.lineOff {
+		l.exIdx++
+	}
+	if l.exIdx < len(ex) && ex[l.exIdx].off == l.lineOff && ex[l.exIdx].end == l.lineOff+n {
+		return &ex[l.exIdx]
+	}
+	return nil
 }
 
 func (l *lineReader) consume(n int) {
@@ -112,36 +149,65 @@ func (l *lineReader) digest() ([32]byte, int64) { return l.ahead.digest() }
 
 // aheadReader reads its input in chunks on its own goroutine, digesting
 // each chunk there before handing it over, so that hashing the file runs
-// beside parsing it. It holds aheadChunks chunks: memory stays constant.
+// beside parsing it. With an examiner, each chunk also goes to a pool of
+// workers, which examine its record lines (the records' chain hashes and
+// bodies) while the chunks before it are read; chunks are still handed
+// over in input order, each once its worker is done. It holds a fixed
+// number of chunks, which it reuses: memory stays constant.
 type aheadReader struct {
-	ctx  context.Context // ends a wait for input
-	full chan chunk
-	free chan []byte
-	stop chan struct{}
-	done chan struct{} // closed when the producer exits
-	once sync.Once
-	cur  chunk
-	off  int
-	sum  hash.Hash // the producer's until done
-	n    int64
+	ctx     context.Context // ends a wait for input
+	full    chan *chunk     // in input order
+	work    chan *chunk     // to the workers; nil without an examiner
+	free    chan *chunk
+	stop    chan struct{}
+	done    chan struct{} // closed when the producer exits
+	workers sync.WaitGroup
+	idle    atomic.Bool // draining: workers need not examine
+	once    sync.Once
+	cur     *chunk
+	off     int
+	sum     hash.Hash // the producer's until done
+	n       int64
 }
 
+// chunk is a piece of the input, and what workers found in it.
 type chunk struct {
-	b   []byte
-	n   int
-	err error
+	b         []byte
+	n         int
+	err       error
+	lineStart bool          // b[0] starts a line
+	ready     chan struct{} // closed when ex is complete; nil without an examiner
+	ex        []examined    // the record lines found whole in b[:n], in order
 }
 
-const (
-	aheadChunks    = 3
-	aheadChunkSize = 1 << 20
-)
+// aheadChunkSize is small enough that the chunks in flight stay in the
+// caches shared by the reader, the workers and the verifier (a chunk is
+// read, digested, examined and checked, four passes), large enough that
+// handing one over costs nothing beside them.
+const aheadChunkSize = 256 << 10
 
-func newAheadReader(ctx context.Context, r io.Reader) *aheadReader {
-	a := &aheadReader{ctx: ctx, full: make(chan chunk, aheadChunks), free: make(chan []byte, aheadChunks),
-		stop: make(chan struct{}), done: make(chan struct{}), sum: sha256.New()}
-	for range aheadChunks {
-		a.free <- *chunkPool.Get().(*[]byte)
+// noChunk is the current chunk before the first.
+var noChunk chunk
+
+func newAheadReader(ctx context.Context, r io.Reader, x *examiner) *aheadReader {
+	workers, chunks := 0, 3
+	if x != nil {
+		// Two chunks per worker keep each busy while the producer reads
+		// and the consumer checks.
+		workers = min(runtime.GOMAXPROCS(0), 4)
+		chunks = 2*workers + 2
+	}
+	a := &aheadReader{ctx: ctx, full: make(chan *chunk, chunks), free: make(chan *chunk, chunks),
+		stop: make(chan struct{}), done: make(chan struct{}), sum: sha256.New(), cur: &noChunk}
+	for range chunks {
+		a.free <- chunkPool.Get().(*chunk)
+	}
+	if workers > 0 {
+		a.work = make(chan *chunk, chunks)
+		a.workers.Add(workers)
+		for range workers {
+			go a.examine(x.worker())
+		}
 	}
 	go a.produce(r)
 	return a
@@ -149,21 +215,33 @@ func newAheadReader(ctx context.Context, r io.Reader) *aheadReader {
 
 func (a *aheadReader) produce(r io.Reader) {
 	defer close(a.done)
+	if a.work != nil {
+		defer close(a.work)
+	}
+	lineStart := true
 	for {
-		var b []byte
+		var c *chunk
 		select {
-		case b = <-a.free:
+		case c = <-a.free:
 		case <-a.stop:
 			return
 		}
-		n, err := io.ReadFull(r, b)
+		n, err := io.ReadFull(r, c.b)
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			err = io.EOF
 		}
-		a.sum.Write(b[:n])
+		a.sum.Write(c.b[:n])
 		a.n += int64(n)
+		c.n, c.err, c.lineStart, c.ex = n, err, lineStart, c.ex[:0]
+		if n > 0 {
+			lineStart = c.b[n-1] == '\n'
+		}
+		if a.work != nil {
+			c.ready = make(chan struct{})
+			a.work <- c // never blocks: it holds every chunk
+		}
 		select {
-		case a.full <- chunk{b: b, n: n, err: err}:
+		case a.full <- c:
 		case <-a.stop:
 			return
 		}
@@ -173,7 +251,19 @@ func (a *aheadReader) produce(r io.Reader) {
 	}
 }
 
+// examine is a worker: it examines chunks until the producer is done.
+func (a *aheadReader) examine(w *worker) {
+	defer a.workers.Done()
+	for c := range a.work {
+		if !a.idle.Load() {
+			c.ex = w.chunk(c.b[:c.n], c.lineStart, c.ex)
+		}
+		close(c.ready)
+	}
+}
+
 func (a *aheadReader) drain(ctx context.Context) error {
+	a.idle.Store(true)
 	for {
 		if a.cur.err != nil {
 			if errors.Is(a.cur.err, io.EOF) {
@@ -193,12 +283,15 @@ func (a *aheadReader) drain(ctx context.Context) error {
 // next hands the current chunk back and waits for the following one, or
 // for the context to end (input from a pipe may never come).
 func (a *aheadReader) next() error {
-	if a.cur.b != nil {
-		a.free <- a.cur.b
-		a.cur = chunk{}
+	if a.cur != &noChunk {
+		a.free <- a.cur
+		a.cur = &noChunk
 	}
 	select {
 	case c := <-a.full:
+		if c.ready != nil {
+			<-c.ready // a worker never blocks, so this wait ends
+		}
 		a.cur, a.off = c, 0
 		return nil
 	case <-a.ctx.Done():
@@ -218,32 +311,37 @@ func (a *aheadReader) digest() ([32]byte, int64) {
 	return d, a.n
 }
 
-// close stops the producer and, if it has finished, returns the chunks to
-// the pool. It does not wait for a read in progress, which may block on a
-// pipe; such a producer's chunks are left to the garbage collector.
+// close stops the producer and the workers and, if the producer has
+// finished, returns the chunks to the pool. It does not wait for a read in
+// progress, which may block on a pipe; such a reader's chunks are left to
+// the garbage collector, and its workers end when the read does.
 func (a *aheadReader) close() {
 	a.once.Do(func() {
 		close(a.stop)
+		a.idle.Store(true)
 		select {
 		case <-a.done:
 		default:
 			return
 		}
-		bufs := [][]byte{a.cur.b}
+		a.workers.Wait() // the producer closed work; stopped workers skip what is left
+		var cs []*chunk
+		if a.cur != &noChunk {
+			cs = append(cs, a.cur)
+		}
 		for len(a.free) > 0 {
-			bufs = append(bufs, <-a.free)
+			cs = append(cs, <-a.free)
 		}
 		for len(a.full) > 0 {
-			bufs = append(bufs, (<-a.full).b)
+			cs = append(cs, <-a.full)
 		}
-		for _, b := range bufs {
-			if b != nil {
-				chunkPool.Put(&b)
-			}
+		for _, c := range cs {
+			*c = chunk{b: c.b, ex: c.ex[:0]}
+			chunkPool.Put(c)
 		}
 	})
 }
 
 // chunkPool keeps read-ahead chunks between verifications: a test suite or
 // a server verifying many small packages should not allocate megabytes each.
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, aheadChunkSize); return &b }}
+var chunkPool = sync.Pool{New: func() any { return &chunk{b: make([]byte, aheadChunkSize)} }}

@@ -3,11 +3,9 @@ package disclosure
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"slices"
 	"strings"
@@ -91,6 +89,14 @@ type Options struct {
 	// body decodes, in package order (the auditor reports sealed and erased
 	// fields with it). It must not keep raw.
 	OnRecord func(raw []byte)
+	// RecordFilter, when set, narrows the records OnRecord is called with
+	// to those with a top-level member it accepts. It is called with each
+	// member's key, as written between its quotes, and the exact bytes of
+	// its canonical value, while the body is checked, so a caller that
+	// looks for rare records (sealed.Relevant) does not scan every record
+	// again. It is called from other goroutines than Verify's, so it must
+	// be safe for concurrent use, and must not keep its arguments.
+	RecordFilter func(key, value []byte) bool
 }
 
 // Finding is one thing found false or inconsistent.
@@ -188,12 +194,18 @@ type Report struct {
 // Verify returns an error only when reading fails or ctx ends; the report is
 // then Unverifiable and says so.
 func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
+	v, err := verify(ctx, r, opts)
+	return v.rep, err
+}
+
+// verify is Verify, returning the verifier for tests to look into.
+func verify(ctx context.Context, r io.Reader, opts Options) (*verifier, error) {
 	if opts.MaxFindings <= 0 {
 		opts.MaxFindings = 100
 	}
 	v := &verifier{opts: opts, rep: &Report{Proven: []string{}, Findings: []Finding{}, Unverifiable: []string{}, NotChecked: []string{}},
 		blocks: newBlockDigest()}
-	v.lr = newLineReader(ctx, r, opts.Progress)
+	v.lr = newExaminingReader(ctx, r, opts.Progress, &examiner{filter: opts.RecordFilter})
 	defer v.lr.close()
 	err := v.run(ctx)
 	if err == nil {
@@ -205,7 +217,7 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 		v.unverifiable(fmt.Sprintf("reading stopped after line %d: %v", v.lr.line, err))
 	}
 	v.finish()
-	return v.rep, err
+	return v, err
 }
 
 type verifier struct {
@@ -219,8 +231,8 @@ type verifier struct {
 	root   log.Hash
 
 	blocks *blockDigest // what the statement's blocks digest must be
-	bodies bodyCache    // the last run id and kind decoded
-	chain  hash.Hash    // reused for every record's chain hash
+	bodies bodyCache    // the last run id and kind decoded, for lines no worker examined
+	chain  chainHasher  // for the chain hashes no worker computed
 
 	sel        Selection
 	selIdx     int      // next selected run not yet passed
@@ -239,6 +251,8 @@ type verifier struct {
 	hashBad   bool         // a hash finding was already reported for this run
 	lastRun   store.RunID
 	haveLast  bool
+
+	chainedAhead uint64 // records whose chain hash a worker computed
 
 	ended    bool // the trailer was read
 	stopped  bool // a structural finding stopped the reading
@@ -587,31 +601,45 @@ func (v *verifier) record(line []byte) {
 		return
 	}
 	v.rep.Counts.Records++
-	body, facts, err := decodeRecordBodyCached(raw, &v.bodies)
-	if err != nil {
-		v.find(CheckRecordBody, &run, seq, "%v", err)
+	// A worker examined most lines ahead (examine.go); its findings are
+	// the same function of the same bytes.
+	x := v.lr.examined(len(line))
+	var rec recordFacts
+	if x != nil {
+		rec = x.rec
 	} else {
-		if body.Run != run {
-			v.find(CheckRunLabel, &run, seq, "the record names run %s", body.Run)
+		rec = examineBody(raw, &v.bodies, v.opts.RecordFilter)
+	}
+	if rec.err != nil {
+		v.find(CheckRecordBody, &run, seq, "%v", rec.err)
+	} else {
+		if rec.run != run {
+			v.find(CheckRunLabel, &run, seq, "the record names run %s", rec.run)
 		}
-		if body.Seq != seq {
-			v.find(CheckChain, &run, seq, "the record says seq %d where seq %d follows", body.Seq, seq)
+		if rec.seq != seq {
+			v.find(CheckChain, &run, seq, "the record says seq %d where seq %d follows", rec.seq, seq)
 		}
-		if body.Kind == store.KindRunConcluded {
-			v.latest = facts.Outcome
+		if rec.kind == store.KindRunConcluded {
+			v.latest = rec.outcome
 		}
-		if v.opts.OnRecord != nil {
+		if v.opts.OnRecord != nil && (v.opts.RecordFilter == nil || rec.relevant) {
 			v.opts.OnRecord(raw)
 		}
-		if !body.Case.IsZero() {
-			if i, ok := slices.BinarySearchFunc(v.sel.Cases, body.Case, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {
+		if !rec.caseID.IsZero() {
+			if i, ok := slices.BinarySearchFunc(v.sel.Cases, rec.caseID, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {
 				v.hits[i] = true
 			}
 		}
 	}
 	// The chain is recomputed from the bytes alone; claimed hashes are
-	// compared, never used.
-	v.prev = v.chainHash(v.prev, raw)
+	// compared, never used. A worker's chain hash is taken only when it
+	// chained from the very hash recomputed here.
+	if x != nil && x.chained && x.used == v.prev {
+		v.prev = x.chain
+		v.chainedAhead++
+	} else {
+		v.prev = v.chain.sum(v.prev, raw)
+	}
 	if v.prev != claimed && !v.hashBad {
 		v.find(CheckRecordHash, &run, seq, "SHA-256(prev_hash || raw) is %s, the line claims %s: the bytes were changed", v.prev, store.Digest(claimed))
 		v.hashBad = true
@@ -621,20 +649,6 @@ func (v *verifier) record(line []byte) {
 	if v.remaining == 0 {
 		v.finishRun()
 	}
-}
-
-// chainHash is store.ChainHash, SHA-256(prev || raw), with one hasher
-// reused for every record instead of one allocated per record.
-func (v *verifier) chainHash(prev store.Digest, raw []byte) store.Digest {
-	if v.chain == nil {
-		v.chain = sha256.New()
-	}
-	v.chain.Reset()
-	v.chain.Write(prev[:])
-	v.chain.Write(raw)
-	var d store.Digest
-	v.chain.Sum(d[:0])
-	return d
 }
 
 func (v *verifier) finishRun() {

@@ -29,7 +29,7 @@ type tree struct {
 	size  uint64
 }
 
-func (tr *tree) grow(t *testing.T, n int, salt string) {
+func (tr *tree) grow(t testing.TB, n int, salt string) {
 	t.Helper()
 	for range n {
 		leaf := log.Hash(sha256.Sum256(fmt.Appendf(nil, "%s-%d", salt, tr.size)))
@@ -43,7 +43,7 @@ func (tr *tree) grow(t *testing.T, n int, salt string) {
 // fakeLog serves signed checkpoints of its current tree, and proofs from
 // it; badProof makes it send a wrong proof for honest checkpoints.
 type fakeLog struct {
-	t      *testing.T
+	t      testing.TB
 	signer note.Signer
 
 	mu       sync.Mutex
@@ -53,7 +53,7 @@ type fakeLog struct {
 	fetchErr error
 }
 
-func newFakeLog(t *testing.T) (*fakeLog, disclosure.Options) {
+func newFakeLog(t testing.TB) (*fakeLog, disclosure.Options) {
 	t.Helper()
 	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
 	if err != nil {

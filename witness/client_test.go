@@ -1,11 +1,13 @@
 package witness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,4 +135,48 @@ func TestClientTransportError(t *testing.T) {
 	if _, err := c.AddCheckpoint(context.Background(), 0, nil, nil); !errors.Is(err, ErrMalformedRequest) {
 		t.Fatalf("empty note: %v", err)
 	}
+}
+
+// FuzzReadAddCheckpointResponse checks that reading an add-checkpoint
+// answer never panics, accepts as cosignature lines only a 200 of
+// signature lines, and takes a 409's size only from a tlog size body.
+func FuzzReadAddCheckpointResponse(f *testing.F) {
+	for _, s := range []struct {
+		code  int
+		ctype string
+		body  string
+	}{
+		{200, "text/plain", "\u2014 w.example AAAAAA==\n"},
+		{200, "text/plain", "\u2014 w.example AAAAAA==\n\u2014 v.example BBBB\n"},
+		{200, "text/plain", "not lines"},
+		{409, ContentTypeTlogSize, "7\n"},
+		{409, ContentTypeTlogSize, "07\n"},
+		{409, "text/plain", "7\n"},
+		{429, "text/plain", "slow down\n"},
+		{503, "", ""},
+	} {
+		f.Add(s.code, s.ctype, []byte(s.body))
+	}
+	f.Fuzz(func(t *testing.T, code int, ctype string, body []byte) {
+		if code < 100 || code > 999 {
+			return
+		}
+		resp := &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {ctype}}, Body: io.NopCloser(bytes.NewReader(body))}
+		lines, err := ReadAddCheckpointResponse(resp)
+		if err == nil {
+			if code != http.StatusOK || !isSignatureLines(lines) || !bytes.Equal(lines, body) {
+				t.Fatalf("accepted %d %q as cosignature lines", code, body)
+			}
+			return
+		}
+		if lines != nil {
+			t.Fatalf("lines %q beside error %v", lines, err)
+		}
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			if code != http.StatusConflict || string(body) != strconv.FormatUint(ce.Size, 10)+"\n" {
+				t.Fatalf("size %d from %d %q", ce.Size, code, body)
+			}
+		}
+	})
 }

@@ -25,12 +25,15 @@ import (
 
 // Targets the bench reports against.
 const (
-	targetMBps    = 150 // verification throughput, MB/s (10^6 bytes)
-	targetRSSMiB  = 64  // peak resident set of the verifying process
-	benchPayload  = 900 // opaque bytes per record: records of about 1.1 kB
-	benchPerRun   = 20  // records per run
-	benchOrigin   = "bench.runseal.example/log"
-	benchUnsealed = 10 // every 10th run is unsealed
+	targetMBps = 1000 // verification throughput on 2 cores, MB/s (10^6 bytes); issue 14
+	// targetMBperCPUs is the same target in bytes per CPU-second: the work
+	// of two cores, whatever the load beside it.
+	targetMBperCPUs = targetMBps / 2
+	targetRSSMiB    = 64  // peak resident set of the verifying process
+	benchPayload    = 900 // opaque bytes per record: records of about 1.1 kB
+	benchPerRun     = 20  // records per run
+	benchOrigin     = "bench.runseal.example/log"
+	benchUnsealed   = 10 // every 10th run is unsealed
 )
 
 type benchReport struct {
@@ -70,11 +73,12 @@ type benchReport struct {
 	} `json:"sha256"`
 	VerifyOverSHA256 float64 `json:"verify_over_sha256"` // wall-clock throughputs
 	Targets          struct {
-		MinMBps    float64 `json:"min_mb_per_s"`
-		MaxRSSMiB  float64 `json:"max_peak_rss_mib"`
-		MBpsMet    bool    `json:"mb_per_s_met"`
-		RSSMet     bool    `json:"peak_rss_met"`
-		CPUMBpsMet bool    `json:"mb_per_cpu_s_met"`
+		MinMBps      float64 `json:"min_mb_per_s"`
+		MinMBperCPUs float64 `json:"min_mb_per_cpu_s"`
+		MaxRSSMiB    float64 `json:"max_peak_rss_mib"`
+		MBpsMet      bool    `json:"mb_per_s_met"`
+		RSSMet       bool    `json:"peak_rss_met"`
+		CPUMBpsMet   bool    `json:"mb_per_cpu_s_met"`
 	} `json:"targets"`
 }
 
@@ -111,9 +115,12 @@ single-core SHA-256 throughput before and after, in the same run. Prints one
 JSON report: the fastest verification's throughput, every run's, and the
 largest peak RSS.
 
-Targets: at least 150 MB/s, and a peak RSS of at most 64 MiB whatever the
-package size. On a shared machine the wall-clock figure moves with the load;
-mb_per_cpu_s (bytes over the verifier's CPU time) does not.`,
+Targets: at least 1,000 MB/s on 2 cores (500 MB per CPU-second), and a peak
+RSS of at most 64 MiB whatever the package size. The ceiling beside it is
+the single-core SHA-256 rate: verification hashes every byte twice (the
+file's digest and the records' chain), on two cores at once. On a shared
+machine the wall-clock figure moves with the load; mb_per_cpu_s (bytes over
+the verifier's CPU time) much less.`,
 		Example: `  auditor bench
   auditor bench --size 100000000 --dir /var/tmp`,
 		Args: cobra.NoArgs,
@@ -215,8 +222,8 @@ func (a *app) bench(ctx context.Context, size int64, parent string, keep bool, r
 	s.MBperCPUs = max(beforeCPU, afterCPU)
 	rep.VerifyOverSHA256 = v.MBps / s.MBps
 	t := &rep.Targets
-	t.MinMBps, t.MaxRSSMiB = targetMBps, targetRSSMiB
-	t.MBpsMet, t.RSSMet, t.CPUMBpsMet = v.MBps >= targetMBps, v.PeakRSSMiB <= targetRSSMiB, v.MBperCPUs >= targetMBps
+	t.MinMBps, t.MinMBperCPUs, t.MaxRSSMiB = targetMBps, targetMBperCPUs, targetRSSMiB
+	t.MBpsMet, t.RSSMet, t.CPUMBpsMet = v.MBps >= targetMBps, v.PeakRSSMiB <= targetRSSMiB, v.MBperCPUs >= targetMBperCPUs
 	return writeJSON(a.stdout, rep)
 }
 

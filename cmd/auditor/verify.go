@@ -93,7 +93,7 @@ func (a *app) verifyCmd() *cobra.Command {
 				opts.Progress = func(n int64) { _ = bar.Set64(n) }
 			}
 			var insp sealed.Inspector // sealing.go: sealed and erased fields
-			opts.OnRecord = insp.Add
+			opts.OnRecord, opts.RecordFilter = insp.Add, sealed.Relevant
 			start := time.Now()
 			rep, verr := disclosure.Verify(cmd.Context(), in, opts)
 			if bar != nil {

@@ -81,6 +81,7 @@ type benchOptions struct {
 	serveProfile  string // with http: the serve child's CPU profile file
 	restoreRuns   int    // --restore N (bench_restore.go)
 	restorePG     string // --restore-postgres DSN
+	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -186,6 +187,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON document")
 	f.StringVar(&o.serveProfile, "serve-cpuprofile", "", "with --http, write the server's CPU profile here")
 	_ = f.MarkHidden("serve-cpuprofile")
+	f.StringVar(&o.tessera, "tessera-posix", "", "with --http, also drive this Tessera POSIX log server binary (its cmd/conformance/posix) with POST /add, same clients, same run")
 	f.BoolVar(&o.http, "http", false, "drive 'journal serve' on loopback with --concurrency clients (default 64,512), open loop, beside the store's own rate")
 	return cmd
 }

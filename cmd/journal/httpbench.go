@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/internal/appendload"
@@ -29,6 +35,19 @@ type httpBenchPoint struct {
 	// Ratio is the saturated HTTP rate over the in-process store's rate at
 	// the same concurrency: what HTTP, auth and JSON cost.
 	Ratio float64 `json:"ratio"`
+	// Tessera is the peer at the same client count, measured right after
+	// journal serve in the same run (with --tessera-posix).
+	Tessera *peerPoint `json:"tessera_posix,omitempty"`
+}
+
+// peerPoint is a peer log driven the same way: the same clients, record
+// bytes and schedule, each request one POST /add.
+type peerPoint struct {
+	Max  appendload.Result `json:"saturated"`
+	Open appendload.Result `json:"open_loop"`
+	// Ratio is journal serve's saturated rate over the peer's: the target
+	// is >= 1 at 512 clients.
+	Ratio float64 `json:"journal_vs_peer"`
 }
 
 type httpBenchReport struct {
@@ -63,6 +82,15 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 		return err
 	}
 	defer stop()
+	var tesseraAdd string
+	if o.tessera != "" {
+		add, stopT, err := startTesseraChild(ctx, o.tessera, filepath.Join(dir, "tessera"))
+		if err != nil {
+			return err
+		}
+		defer stopT()
+		tesseraAdd = add
+	}
 	rep := httpBenchReport{
 		Machine: machineInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAverage()},
 		Payload: o.payload, Seconds: o.duration.Seconds(),
@@ -97,6 +125,21 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 			}
 		}
 		p.Ratio = ratio(p.Max.Throughput, p.Store.RecordsPerSec)
+		if tesseraAdd != "" {
+			a.log.Info("bench --http: tessera posix", "clients", c)
+			t := &peerPoint{}
+			pc := appendload.Config{AddURL: tesseraAdd, Clients: c, Duration: o.duration, Payload: o.payload}
+			if t.Max, err = appendload.Run(ctx, pc); err != nil {
+				return err
+			}
+			if pc.Rate = 0.8 * t.Max.Throughput; pc.Rate > 0 {
+				if t.Open, err = appendload.Run(ctx, pc); err != nil {
+					return err
+				}
+			}
+			t.Ratio = ratio(p.Max.Throughput, t.Max.Throughput)
+			p.Tessera = t
+		}
 		rep.Points = append(rep.Points, p)
 	}
 	rep.Machine.LoadAfter = loadAverage()
@@ -179,4 +222,95 @@ func printHTTPBench(w io.Writer, r httpBenchReport) {
 			fmt.Fprintf(w, "clients %d: %d requests failed, first: %s %s\n", p.Clients, p.Max.Failed+p.Open.Failed, p.Max.FirstError, p.Open.FirstError)
 		}
 	}
+	if len(r.Points) == 0 || r.Points[0].Tessera == nil {
+		return
+	}
+	fmt.Fprintln(w, "Tessera POSIX log, POST /add of the same record bytes, same clients, measured after journal serve at each point:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tsaturated/s\tp50\tp99\topen-loop offered/s\tachieved/s\tp50\tp99\tp99.9\tjournal/tessera\t")
+	for _, p := range r.Points {
+		t := p.Tessera
+		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%.2f\t\n", p.Clients, t.Max.Throughput, ms(t.Max.P50), ms(t.Max.P99),
+			t.Open.Offered, t.Open.Throughput, ms(t.Open.P50), ms(t.Open.P99), ms(t.Open.P999), t.Ratio)
+	}
+	tw.Flush()
+	for _, p := range r.Points {
+		if t := p.Tessera; t.Max.Failed+t.Open.Failed > 0 {
+			fmt.Fprintf(w, "tessera, clients %d: %d requests failed, first: %s %s\n", p.Clients, t.Max.Failed+t.Open.Failed, t.Max.FirstError, t.Open.FirstError)
+		}
+	}
+}
+
+// startTesseraChild runs a Tessera POSIX log server binary (built from
+// github.com/transparency-dev/tessera/cmd/conformance/posix, which is not a
+// dependency of this module) over a fresh directory with a fresh note key,
+// on a free loopback port, and returns its POST /add URL once it answers.
+func startTesseraChild(ctx context.Context, bin, dir string) (string, func(), error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	skey, _, err := note.GenerateKey(rand.Reader, "runseal-bench-tessera")
+	if err != nil {
+		return "", nil, err
+	}
+	keyFile := filepath.Join(dir, "log.key")
+	if err := os.WriteFile(keyFile, []byte(skey), 0o600); err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.CommandContext(ctx, bin, "--storage_dir", filepath.Join(dir, "log"), "--listen", addr, "--private_key", keyFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start tessera posix %s: %w", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/checkpoint")
+		if err == nil {
+			resp.Body.Close()
+			return base + "/add", stop, nil
+		}
+		select {
+		case <-exited:
+			return "", nil, fmt.Errorf("tessera posix %s exited: %s", bin, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("tessera posix %s did not answer on %s within 30s: %s", bin, addr, stderr.String())
+		}
+	}
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(l.n, len(p))
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
 }

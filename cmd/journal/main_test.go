@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "appender":
 		os.Exit(appenderChild(os.Args[1:]))
+	case "tessera":
+		os.Exit(fakeTessera(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

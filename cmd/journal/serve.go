@@ -55,6 +55,7 @@ type serveConfig struct {
 	minRetry  time.Duration
 	maxRetry  time.Duration
 	pollEvery time.Duration
+	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
@@ -97,6 +98,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.minRetry, "retry-min", time.Second, "first retry delay after a witness failure")
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
+	f.DurationVar(&c.tokenTTL, "token-cache-ttl", api.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -182,7 +184,10 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...)}
+	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
+	if c.tokenTTL <= 0 {
+		cfg.TokenCacheTTL = -1 // every request asks the store
+	}
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}

@@ -116,7 +116,7 @@ func verify(ctx context.Context, p js.Value) map[string]any {
 	}
 	opts := tr.Options
 	var insp sealed.Inspector
-	opts.OnRecord = insp.Add
+	opts.OnRecord, opts.RecordFilter = insp.Add, sealed.Relevant // as auditor verify
 	rep, verr := disclosure.Verify(ctx, r, opts)
 	sealing := audit.Sealing(&insp)
 	var text strings.Builder

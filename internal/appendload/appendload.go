@@ -1,6 +1,9 @@
 // Package appendload drives a journal server's append API (spec/http.md)
 // the way many workers would: C clients, each holding the lease of its own
-// run on its own connection, each request one small record.
+// run on its own connection, each request one small record. With AddURL
+// it drives a log's plain add endpoint instead (Tessera's POST /add), with
+// the same schedule and the same record bytes, so the two can be compared
+// in one run.
 //
 // The load is open loop when a Rate is given: requests are due on a fixed
 // schedule, and a request's latency is measured from when it was due, not
@@ -11,9 +14,11 @@
 package appendload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -39,6 +44,10 @@ type Config struct {
 	// Payload is the bytes of text in each record (a record is about 100
 	// bytes more).
 	Payload int
+	// AddURL, when set, is a URL to POST each record to as the whole body,
+	// with no token and no lease (a Tessera log's POST /add); any 200
+	// answer counts. BaseURL and Token are then unused.
+	AddURL string
 }
 
 // Result is what one load run measured.
@@ -64,17 +73,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	tr := &http.Transport{MaxIdleConns: cfg.Clients, MaxIdleConnsPerHost: cfg.Clients, MaxConnsPerHost: cfg.Clients, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
-	c, err := api.NewClient(cfg.BaseURL, api.ClientOptions{Token: cfg.Token, HTTPClient: &http.Client{Transport: tr, Timeout: time.Minute}, UserAgent: "runseal-appendload"})
-	if err != nil {
-		return Result{}, err
+	hc := &http.Client{Transport: tr, Timeout: time.Minute}
+	var c *api.Client
+	if cfg.AddURL == "" {
+		var err error
+		if c, err = api.NewClient(cfg.BaseURL, api.ClientOptions{Token: cfg.Token, HTTPClient: hc, UserAgent: "runseal-appendload"}); err != nil {
+			return Result{}, err
+		}
 	}
 	text := strings.Repeat("x", cfg.Payload)
 	workers := make([]*worker, cfg.Clients)
 	var setup sync.WaitGroup
 	setupErr := make(chan error, cfg.Clients)
 	for i := range workers {
-		w := &worker{c: c, run: store.NewRunID()}
+		w := &worker{c: c, hc: hc, addURL: cfg.AddURL, run: store.NewRunID()}
 		workers[i] = w
+		if c == nil {
+			continue // a plain add needs no lease
+		}
 		setup.Go(func() {
 			if err := w.start(ctx, i); err != nil {
 				setupErr <- err
@@ -88,6 +104,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	for _, w := range workers {
 		w.line = []byte(`{"run":"` + w.run.String() + `","kind":"Note","text":"` + text + `"}` + "\n")
+		w.count = w.line[len(w.line)-3-len(text) : len(w.line)-3][:min(len(text), 16)]
 	}
 
 	start := time.Now()
@@ -129,10 +146,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // worker is one client: its run, its epoch, and what it measured.
 type worker struct {
-	c      *api.Client
+	c      *api.Client  // nil: plain adds to addURL through hc
+	hc     *http.Client // with addURL
+	addURL string
 	run    store.RunID
 	epoch  store.Epoch
 	line   []byte
+	count  []byte // the start of line's text, rewritten with a request counter
+	sent   uint64
 	lat    []time.Duration
 	failed int
 	err    error
@@ -173,7 +194,7 @@ func (w *worker) loop(ctx context.Context, first, end time.Time, interval time.D
 			}
 			due = now
 		}
-		_, err := w.c.Append(ctx, w.epoch, w.line)
+		err := w.send(ctx)
 		if err != nil {
 			w.failed++
 			if w.err == nil {
@@ -184,4 +205,36 @@ func (w *worker) loop(ctx context.Context, first, end time.Time, interval time.D
 		}
 		due = due.Add(interval)
 	}
+}
+
+// send makes one request: an append of w's record through the journal API,
+// or a plain POST of the same bytes to addURL.
+//
+// Every record differs from the worker's others (its text starts with a
+// request counter): a log that drops duplicate entries, as Tessera's
+// antispam does, must still do the work of each one.
+func (w *worker) send(ctx context.Context) error {
+	w.sent++
+	for i, n := len(w.count)-1, w.sent; i >= 0; i, n = i-1, n/10 {
+		w.count[i] = byte('0' + n%10)
+	}
+	line := slices.Clone(w.line) // a transport may still hold the last body
+	if w.c != nil {
+		_, err := w.c.Append(ctx, w.epoch, line)
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.addURL, bytes.NewReader(line))
+	if err != nil {
+		return err
+	}
+	resp, err := w.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %.100s", w.addURL, resp.Status, b)
+	}
+	return nil
 }

@@ -86,3 +86,58 @@ func TestRun_StallIsChargedToEveryRequestDue(t *testing.T) {
 		t.Fatalf("%d done, p50 %v; want 20 and at least %v", res.Done, res.P50, d/2)
 	}
 }
+
+// TestRun_AddURL drives a plain add endpoint (Tessera's POST /add) on the
+// same schedule: every request due is sent, each body is one whole record,
+// no lease is asked for, and a refusal counts as a failure.
+func TestRun_AddURL(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	refuse := false
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /add", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		no := refuse
+		mu.Unlock()
+		if no {
+			http.Error(w, "full", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "7")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{AddURL: srv.URL + "/add", Clients: 4, Duration: 100 * time.Millisecond, Rate: 200, Payload: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != 20 || res.Failed != 0 {
+		t.Fatalf("open loop at 200/s for 100 ms: %+v, want 20 done", res)
+	}
+	mu.Lock()
+	seen := map[string]bool{}
+	for _, b := range bodies {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(b), &rec); err != nil || rec["kind"] != "Note" || len(rec["text"].(string)) != 10 {
+			t.Fatalf("body %q is not one record with 10 bytes of text", b)
+		}
+		if seen[b] {
+			t.Fatalf("body %q sent twice: a log that drops duplicates would not do its work", b)
+		}
+		seen[b] = true
+	}
+	refuse = true
+	mu.Unlock()
+	res, err = Run(context.Background(), Config{AddURL: srv.URL + "/add", Clients: 1, Duration: 50 * time.Millisecond, Rate: 100, Payload: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 5 || res.Done != 0 || !strings.Contains(res.FirstError, "503") {
+		t.Fatalf("refused adds: %+v, want 5 failures naming the 503", res)
+	}
+}

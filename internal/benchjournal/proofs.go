@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
@@ -19,14 +20,37 @@ type Prover interface {
 	ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error)
 }
 
+// cacheReporter is a Prover with a node cache whose reads it counts, as
+// the SQLite and PostgreSQL stores have.
+type cacheReporter interface {
+	NodeCacheStats() log.CacheStats
+}
+
+// cacheWarmer is a Prover that can fill its node cache ahead of proofs.
+type cacheWarmer interface {
+	WarmNodeCache(ctx context.Context) error
+}
+
 // ProofLatency is one kind of proof's figures.
 type ProofLatency struct {
 	Proofs int     `json:"proofs"`
 	P50us  float64 `json:"p50_us"`
 	P99us  float64 `json:"p99_us"`
-	// NodeReads is the mean number of log nodes one proof reads from the
-	// store (each one row read), counted on a copy of the same tree.
+	// CPUP50us and CPUP99us are the process's CPU time (user and system,
+	// every thread, GC included) over each proof: what the proof costs
+	// with the machine's scheduler taken out, so that a wall p99 on a
+	// loaded machine can be judged. Zero where the platform has no
+	// per-process CPU clock.
+	CPUP50us float64 `json:"cpu_p50_us"`
+	CPUP99us float64 `json:"cpu_p99_us"`
+	// NodeReads is the mean number of log nodes one proof reads (counted on
+	// a copy of the same tree in memory).
 	NodeReads float64 `json:"node_reads"`
+	// StoreReads is the mean number of those the store read from its
+	// tables rather than its node cache (-1: the store does not say).
+	StoreReads float64 `json:"store_reads"`
+	// GCs is how many garbage collections ran during the proofs.
+	GCs uint32 `json:"gcs"`
 }
 
 // ProofReport is what ProofBench measures at one log size.
@@ -34,67 +58,171 @@ type ProofReport struct {
 	Size        uint64       `json:"size"`
 	Inclusion   ProofLatency `json:"inclusion"`
 	Consistency ProofLatency `json:"consistency"`
+	// WarmSeconds is how long the store took to fill its node cache after
+	// the cold pass (zero: it has none to fill).
+	WarmSeconds float64 `json:"cache_fill_seconds"`
+	// Cold is the first pass, from a store just opened (its node cache
+	// empty, filling in the background); Inclusion and Consistency are a
+	// second pass over other random proofs, once the cache is full.
+	Cold struct {
+		Inclusion   ProofLatency `json:"inclusion"`
+		Consistency ProofLatency `json:"consistency"`
+	} `json:"cold"`
 }
 
 // ProofBench asks p for k inclusion proofs of runs picked at random and k
-// consistency proofs from random older sizes to size, one at a time, and
-// reports their latency. tree is the same log's nodes (in memory), on which
-// it counts the nodes each proof reads. Every proof is checked against
-// root, so a fast wrong answer is an error, not a figure.
+// consistency proofs from random older sizes to size, one at a time, twice:
+// a first pass on a cold store, then, once the store's node cache is full,
+// a second, and reports their latency.
+// tree is the same log's nodes (in memory), on which it counts the nodes
+// each proof reads. Every proof is checked against root, so a fast wrong
+// answer is an error, not a figure.
 func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, k int) (ProofReport, error) {
 	rep := ProofReport{Size: size}
 	rng := rand.New(rand.NewPCG(1, 2))
-	counter := &countingReader{r: tree}
-	var lats []time.Duration
-	for range k {
-		i := rng.IntN(len(runs))
-		t0 := time.Now()
-		inc, err := p.InclusionProof(ctx, runs[i])
-		lats = append(lats, time.Since(t0))
-		if err != nil {
-			return rep, fmt.Errorf("inclusion proof of run %d: %w", i, err)
-		}
-		if inc == nil || inc.Index != uint64(i) || inc.Size != size {
-			return rep, fmt.Errorf("inclusion proof of run %d: got %+v", i, inc)
-		}
-		if err := log.VerifyInclusion(log.Hash(inc.Leaf), inc.Index, inc.Size, hashes(inc.Proof), root); err != nil {
-			return rep, fmt.Errorf("inclusion proof of run %d: %w", i, err)
-		}
-		if _, err := log.InclusionProof(ctx, counter, inc.Index, size); err != nil {
-			return rep, err
-		}
+	b := &proofBench{p: p, runs: runs, tree: tree, size: size, root: root, rng: rng}
+	var err error
+	if rep.Cold.Inclusion, err = b.inclusions(ctx, k); err != nil {
+		return rep, err
 	}
-	rep.Inclusion = summarize(lats, counter.take(), k)
-	lats = lats[:0]
-	for range k {
-		old := 1 + rng.Uint64N(size)
-		t0 := time.Now()
-		proof, err := p.ConsistencyProof(ctx, old, size)
-		lats = append(lats, time.Since(t0))
-		if err != nil {
-			return rep, fmt.Errorf("consistency proof %d..%d: %w", old, size, err)
-		}
-		oldRoot, err := log.Root(ctx, tree, old)
-		if err != nil {
-			return rep, err
-		}
-		if err := log.VerifyConsistency(old, size, oldRoot, root, hashes(proof)); err != nil {
-			return rep, fmt.Errorf("consistency proof %d..%d: %w", old, size, err)
-		}
-		if _, err := log.ConsistencyProof(ctx, counter, old, size); err != nil {
-			return rep, err
-		}
+	if rep.Cold.Consistency, err = b.consistencies(ctx, k); err != nil {
+		return rep, err
 	}
-	rep.Consistency = summarize(lats, counter.take(), k)
+	if w, ok := p.(cacheWarmer); ok {
+		t0 := time.Now()
+		if err := w.WarmNodeCache(ctx); err != nil {
+			return rep, fmt.Errorf("fill the node cache: %w", err)
+		}
+		rep.WarmSeconds = time.Since(t0).Seconds()
+	}
+	if rep.Inclusion, err = b.inclusions(ctx, k); err != nil {
+		return rep, err
+	}
+	if rep.Consistency, err = b.consistencies(ctx, k); err != nil {
+		return rep, err
+	}
 	return rep, nil
 }
 
-func summarize(lats []time.Duration, reads, k int) ProofLatency {
-	slices.Sort(lats)
-	q := func(p float64) float64 {
-		return float64(lats[int(p*float64(len(lats)-1))].Nanoseconds()) / 1000
+type proofBench struct {
+	p    Prover
+	runs []store.RunID
+	tree log.NodeReader
+	size uint64
+	root log.Hash
+	rng  *rand.Rand
+}
+
+// timing is the wall and CPU time of each proof of one pass, and the
+// counters around it.
+type timing struct {
+	wall, cpu []time.Duration
+	gc0       uint32
+	cache0    log.CacheStats
+	nodes     int
+}
+
+func (b *proofBench) start(k int) *timing {
+	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k)}
+	runtime.GC() // start each pass with no garbage of the last one
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.gc0 = ms.NumGC
+	if c, ok := b.p.(cacheReporter); ok {
+		t.cache0 = c.NodeCacheStats()
 	}
-	return ProofLatency{Proofs: k, P50us: q(0.50), P99us: q(0.99), NodeReads: float64(reads) / float64(k)}
+	return t
+}
+
+// measure runs one proof, timing it.
+func (t *timing) measure(fn func() error) error {
+	c0 := processCPU()
+	t0 := time.Now()
+	err := fn()
+	t.wall = append(t.wall, time.Since(t0))
+	t.cpu = append(t.cpu, processCPU()-c0)
+	return err
+}
+
+func (b *proofBench) finish(t *timing, k int) ProofLatency {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, GCs: ms.NumGC - t.gc0}
+	out.P50us, out.P99us = quantiles(t.wall)
+	if processCPU() > 0 {
+		out.CPUP50us, out.CPUP99us = quantiles(t.cpu)
+	}
+	if c, ok := b.p.(cacheReporter); ok {
+		out.StoreReads = float64(c.NodeCacheStats().Misses-t.cache0.Misses) / float64(k)
+	}
+	return out
+}
+
+func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error) {
+	t := b.start(k)
+	counter := &countingReader{r: b.tree}
+	for range k {
+		i := b.rng.IntN(len(b.runs))
+		var inc *store.Inclusion
+		err := t.measure(func() (err error) {
+			inc, err = b.p.InclusionProof(ctx, b.runs[i])
+			return err
+		})
+		if err != nil {
+			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: %w", i, err)
+		}
+		if inc == nil || inc.Index != uint64(i) || inc.Size != b.size {
+			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: got %+v", i, inc)
+		}
+		if err := log.VerifyInclusion(log.Hash(inc.Leaf), inc.Index, inc.Size, hashes(inc.Proof), b.root); err != nil {
+			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: %w", i, err)
+		}
+		if _, err := log.InclusionProof(ctx, counter, inc.Index, b.size); err != nil {
+			return ProofLatency{}, err
+		}
+	}
+	t.nodes = counter.take()
+	return b.finish(t, k), nil
+}
+
+func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, error) {
+	t := b.start(k)
+	counter := &countingReader{r: b.tree}
+	for range k {
+		old := 1 + b.rng.Uint64N(b.size)
+		var proof []store.Digest
+		err := t.measure(func() (err error) {
+			proof, err = b.p.ConsistencyProof(ctx, old, b.size)
+			return err
+		})
+		if err != nil {
+			return ProofLatency{}, fmt.Errorf("consistency proof %d..%d: %w", old, b.size, err)
+		}
+		oldRoot, err := log.Root(ctx, b.tree, old)
+		if err != nil {
+			return ProofLatency{}, err
+		}
+		if err := log.VerifyConsistency(old, b.size, oldRoot, b.root, hashes(proof)); err != nil {
+			return ProofLatency{}, fmt.Errorf("consistency proof %d..%d: %w", old, b.size, err)
+		}
+		if _, err := log.ConsistencyProof(ctx, counter, old, b.size); err != nil {
+			return ProofLatency{}, err
+		}
+	}
+	t.nodes = counter.take()
+	return b.finish(t, k), nil
+}
+
+// quantiles is the p50 and p99 of ds in microseconds; it sorts ds.
+func quantiles(ds []time.Duration) (p50, p99 float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	q := func(p float64) float64 {
+		return float64(ds[int(p*float64(len(ds)-1))].Nanoseconds()) / 1000
+	}
+	return q(0.50), q(0.99)
 }
 
 type countingReader struct {

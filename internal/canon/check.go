@@ -181,6 +181,7 @@ func (c *checker) array(depth int) error {
 func (c *checker) str() (start, end int, err error) {
 	c.pos++ // opening quote
 	start = c.pos
+	c.pos += plainLen(c.in[c.pos:]) // plain.go: the common case, vectorised
 	for {
 		// The common case, plain printable ASCII: eight bytes at a time
 		// while none of them needs a closer look, then byte by byte.

@@ -124,7 +124,7 @@ func (s *Store) appendLeaves(ctx context.Context, x *session, b *pgx.Batch, inde
 }
 
 // logSnapshot runs fn in a REPEATABLE READ read-only transaction with the
-// log's size as of its snapshot, so a proof and its size agree.
+// log's size as of its snapshot, so what fn reads and the size agree.
 func (s *Store) logSnapshot(ctx context.Context, fn func(tx pgx.Tx, r nodes, size uint64) error) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -161,36 +161,36 @@ func sizeError(field string, n, size uint64) error {
 
 // Checkpoint implements store.Journal.
 func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
-	var cp store.Checkpoint
-	err := s.logSnapshot(ctx, func(_ pgx.Tx, r nodes, size uint64) error {
-		root, err := log.Root(ctx, r, size)
-		if err != nil {
-			return fmt.Errorf("log root at %d: %w", size, err)
-		}
-		cp = store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}
-		return nil
-	})
-	return cp, s.readErr("checkpoint", err)
+	size, err := s.committedSize(ctx)
+	if err != nil {
+		return store.Checkpoint{}, s.readErr("checkpoint", err)
+	}
+	root, err := log.Root(ctx, s.proofNodes(size), size)
+	if err != nil {
+		return store.Checkpoint{}, s.readErr("checkpoint", fmt.Errorf("log root at %d: %w", size, err))
+	}
+	return store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}, nil
 }
 
-// ConsistencyProof implements store.Journal.
+// ConsistencyProof implements store.Journal. Like every proof it takes no
+// snapshot (see proofread.go): the size first, then nodes that cannot
+// change.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
 	if oldSize > newSize {
 		return nil, &store.InvalidArgumentError{Field: "old_size", Detail: fmt.Sprintf("%d is above the new size %d", oldSize, newSize)}
 	}
-	var out []store.Digest
-	err := s.logSnapshot(ctx, func(_ pgx.Tx, r nodes, size uint64) error {
-		if newSize > size {
-			return sizeError("new_size", newSize, size)
-		}
-		p, err := log.ConsistencyProof(ctx, r, oldSize, newSize)
-		if err != nil {
-			return fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
-		}
-		out = digests(p)
-		return nil
-	})
-	return out, s.readErr("consistency proof", err)
+	size, err := s.committedSize(ctx)
+	if err != nil {
+		return nil, s.readErr("consistency proof", err)
+	}
+	if newSize > size {
+		return nil, sizeError("new_size", newSize, size)
+	}
+	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
+	if err != nil {
+		return nil, s.readErr("consistency proof", fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err))
+	}
+	return digests(p), nil
 }
 
 // InclusionProof implements store.Journal.
@@ -204,47 +204,28 @@ func (s *Store) InclusionProofAt(ctx context.Context, run store.RunID, size uint
 	return s.inclusion(ctx, run, &size)
 }
 
+// inclusion reads the size and the run in one statement, so they agree;
+// nodes cannot change after.
 func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*store.Inclusion, error) {
-	var out *store.Inclusion
-	err := s.logSnapshot(ctx, func(tx pgx.Tx, r nodes, size uint64) error {
-		if at != nil {
-			if *at > size {
-				return sizeError("size", *at, size)
-			}
-			size = *at
-		}
-		st, err := scanRunState(tx.QueryRow(ctx, s.q.runState, s.tenant, run.String()), run)
-		if err != nil {
-			return err
-		}
-		if st.logIndex == nil || *st.logIndex < 0 || uint64(*st.logIndex) >= size {
-			return nil
-		}
-		if len(st.leaf) != 32 {
-			return &store.CorruptError{Run: run, Detail: "sealed run has no 32-byte leaf"}
-		}
-		index := uint64(*st.logIndex)
-		p, err := log.InclusionProof(ctx, r, index, size)
-		if err != nil {
-			return fmt.Errorf("inclusion proof of run %s: %w", run, err)
-		}
-		// The proof is for the stored leaf; check it is the leaf the run
-		// claims, so a swapped leaf row is caught here and not by the
-		// auditor.
-		lh, err := r.ReadNodes(ctx, []compact.NodeID{compact.NewNodeID(0, index)})
-		if err != nil {
-			return err
-		}
-		if lh[0] != log.LeafHash(log.Hash(st.leaf)) {
-			return &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", index)}
-		}
-		out = &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(st.leaf), Proof: digests(p)}
-		return nil
-	})
+	committed, index, leaf, sealed, err := s.runInLog(ctx, run)
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), err)
 	}
-	return out, nil
+	size := committed
+	if at != nil {
+		if *at > size {
+			return nil, sizeError("size", *at, size)
+		}
+		size = *at
+	}
+	if !sealed || index >= size {
+		return nil, nil
+	}
+	p, err := log.InclusionProof(ctx, s.proofNodes(committed), index, size)
+	if err != nil {
+		return nil, s.readErr("inclusion proof of run "+run.String(), fmt.Errorf("inclusion proof of run %s: %w", run, err))
+	}
+	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one query for all the runs.

@@ -39,6 +39,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runseal/runseal/log"
 
 	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
@@ -78,6 +81,10 @@ type Options struct {
 	Committers int
 	// Logger receives operational logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// NodeCacheBytes bounds the in-memory cache of upper log nodes, which
+	// proofs and roots read first: DefaultNodeCacheBytes when zero; below
+	// 8 KiB nothing is cached.
+	NodeCacheBytes int64
 }
 
 // Store is the PostgreSQL journal. It is safe for concurrent use.
@@ -91,6 +98,8 @@ type Store struct {
 	commitTO time.Duration
 	log      *slog.Logger
 	closed   atomic.Bool
+
+	nodeCache *log.NodeCache // upper log nodes, for proofs and roots; see proofread.go
 
 	maxGroup int
 	appends  *groupcommit.Queue[*appendReq]
@@ -151,6 +160,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	s := &Store{
 		pool: pool, tenant: tenant, schema: schema, q: newQueries(schema),
 		commitTO: opts.CommitTimeout, log: opts.Logger,
+		nodeCache: log.NewNodeCache(cmp.Or(opts.NodeCacheBytes, DefaultNodeCacheBytes)),
 	}
 	if s.commitTO <= 0 {
 		s.commitTO = 30 * time.Second

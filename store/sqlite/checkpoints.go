@@ -87,21 +87,16 @@ func (s *Store) SignedCheckpointAt(ctx context.Context, size uint64) (*store.Sig
 
 // CheckpointAt implements store.CheckpointStore.
 func (s *Store) CheckpointAt(ctx context.Context, size uint64) (store.Checkpoint, error) {
-	var cp store.Checkpoint
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.logSize(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if size > n {
-			return sizeError("size", size, n)
-		}
-		root, err := log.Root(ctx, s.reader(tx), size)
-		if err != nil {
-			return fmt.Errorf("log root at %d: %w", size, err)
-		}
-		cp = store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}
-		return nil
-	})
-	return cp, err
+	n, err := s.committedSize(ctx)
+	if err != nil {
+		return store.Checkpoint{}, err
+	}
+	if size > n {
+		return store.Checkpoint{}, sizeError("size", size, n)
+	}
+	root, err := log.Root(ctx, s.proofNodes(n), size)
+	if err != nil {
+		return store.Checkpoint{}, fmt.Errorf("log root at %d: %w", size, err)
+	}
+	return store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}, nil
 }

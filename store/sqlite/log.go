@@ -23,21 +23,36 @@ type nodes struct {
 // proof's, a root's) come back from one query: a proof at 10^6 leaves reads
 // about 25 nodes, and one statement each would be most of its latency.
 func (n nodes) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
+	return readNodes(ctx, ids, nodeChunk, func(part []compact.NodeID, args []any) (*sql.Rows, error) {
+		return n.q.QueryContext(ctx, nodesQuery(len(part)), args...)
+	}, n.tenant)
+}
+
+// nodeChunk is the most nodes one query asks for: two values a node, well
+// under SQLite's bound on parameters.
+const nodeChunk = 400
+
+// nodesQuery reads k nodes of a tenant by primary key.
+func nodesQuery(k int) string {
+	return `SELECT level, idx, hash FROM log_nodes WHERE tenant=? AND (level, idx) IN (VALUES (?,?)` + strings.Repeat(",(?,?)", k-1) + `)`
+}
+
+// readNodes reads ids in queries of at most chunk nodes each, run by query,
+// and checks that every node came back, 32 bytes long.
+func readNodes(ctx context.Context, ids []compact.NodeID, chunk int, query func(part []compact.NodeID, args []any) (*sql.Rows, error), tenant string) ([]log.Hash, error) {
 	out := make([]log.Hash, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	found := make(map[compact.NodeID][]byte, len(ids))
-	const chunk = 400 // two values a node, well under SQLite's bound
+	args := make([]any, 0, 1+2*min(chunk, len(ids)))
 	for lo := 0; lo < len(ids); lo += chunk {
 		part := ids[lo:min(lo+chunk, len(ids))]
-		args := make([]any, 0, 1+2*len(part))
-		args = append(args, n.tenant)
+		args = append(args[:0], tenant)
 		for _, id := range part {
 			args = append(args, int64(id.Level), int64(id.Index))
 		}
-		rows, err := n.q.QueryContext(ctx, `SELECT level, idx, hash FROM log_nodes WHERE tenant=? AND (level, idx) IN (VALUES (?,?)`+
-			strings.Repeat(",(?,?)", len(part)-1)+`)`, args...)
+		rows, err := query(part, args)
 		if err != nil {
 			return nil, fmt.Errorf("read log nodes: %w", err)
 		}
@@ -122,48 +137,39 @@ func digests(hs []log.Hash) []store.Digest {
 
 // Checkpoint implements store.Journal.
 func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
-	var cp store.Checkpoint
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		size, err := s.logSize(ctx, tx)
-		if err != nil {
-			return err
-		}
-		root, err := log.Root(ctx, s.reader(tx), size)
-		if err != nil {
-			return fmt.Errorf("log root at %d: %w", size, err)
-		}
-		cp = store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}
-		return nil
-	})
-	return cp, err
+	size, err := s.committedSize(ctx)
+	if err != nil {
+		return store.Checkpoint{}, err
+	}
+	root, err := log.Root(ctx, s.proofNodes(size), size)
+	if err != nil {
+		return store.Checkpoint{}, fmt.Errorf("log root at %d: %w", size, err)
+	}
+	return store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}, nil
 }
 
 func sizeError(field string, n, size uint64) error {
 	return &store.InvalidArgumentError{Field: field, Detail: fmt.Sprintf("%d is beyond the log's %d leaves", n, size)}
 }
 
-// ConsistencyProof implements store.Journal.
+// ConsistencyProof implements store.Journal. Like every proof it reads no
+// snapshot (see proofReads): the size first, then nodes that cannot change.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
 	if oldSize > newSize {
 		return nil, &store.InvalidArgumentError{Field: "old_size", Detail: fmt.Sprintf("%d is above the new size %d", oldSize, newSize)}
 	}
-	var out []store.Digest
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		size, err := s.logSize(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if newSize > size {
-			return sizeError("new_size", newSize, size)
-		}
-		p, err := log.ConsistencyProof(ctx, s.reader(tx), oldSize, newSize)
-		if err != nil {
-			return fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
-		}
-		out = digests(p)
-		return nil
-	})
-	return out, err
+	size, err := s.committedSize(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if newSize > size {
+		return nil, sizeError("new_size", newSize, size)
+	}
+	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
+	if err != nil {
+		return nil, fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
+	}
+	return digests(p), nil
 }
 
 // InclusionProof implements store.Journal.
@@ -177,35 +183,28 @@ func (s *Store) InclusionProofAt(ctx context.Context, run store.RunID, size uint
 	return s.inclusion(ctx, run, &size)
 }
 
+// inclusion reads the size and the run in one statement, so they agree;
+// nodes cannot change after.
 func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*store.Inclusion, error) {
-	var out *store.Inclusion
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		size, err := s.logSize(ctx, tx)
-		if err != nil {
-			return err
+	committed, index, leaf, sealed, err := s.runInLog(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	size := committed
+	if at != nil {
+		if *at > size {
+			return nil, sizeError("size", *at, size)
 		}
-		if at != nil {
-			if *at > size {
-				return sizeError("size", *at, size)
-			}
-			size = *at
-		}
-		st, err := s.loadRun(ctx, tx, run)
-		if err != nil {
-			return err
-		}
-		if !st.logIndex.Valid || uint64(st.logIndex.Int64) >= size {
-			return nil
-		}
-		index := uint64(st.logIndex.Int64)
-		p, err := log.InclusionProof(ctx, s.reader(tx), index, size)
-		if err != nil {
-			return fmt.Errorf("inclusion proof of run %s: %w", run, err)
-		}
-		out = &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(st.leaf), Proof: digests(p)}
-		return nil
-	})
-	return out, err
+		size = *at
+	}
+	if !sealed || index >= size {
+		return nil, nil
+	}
+	p, err := log.InclusionProof(ctx, s.proofNodes(committed), index, size)
+	if err != nil {
+		return nil, fmt.Errorf("inclusion proof of run %s: %w", run, err)
+	}
+	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one read snapshot with one query

@@ -51,6 +51,10 @@ type Options struct {
 	MaxGroup int
 	// Logger receives operational logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// NodeCacheBytes bounds each tenant's in-memory cache of upper log
+	// nodes, which proofs and roots read first: DefaultNodeCacheBytes when
+	// zero; below 8 KiB nothing is cached.
+	NodeCacheBytes int64
 
 	// oneByOne writes every append alone in its savepoint instead of
 	// batching neighbours in a group (tests hold both paths to the
@@ -77,6 +81,8 @@ type file struct {
 	now    func() time.Time
 	log    *slog.Logger
 	refs   atomic.Int64 // open Store handles over this file
+
+	proofs proofReads // the log's read paths' statements and node caches; see proofread.go
 
 	tokenOnce sync.Once // prepares tokenStmt on the read pool, on first use
 	tokenStmt *sql.Stmt
@@ -128,7 +134,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	rdb, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	rdb, err := sql.Open("sqlite", base+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)")
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
@@ -138,6 +144,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s := &Store{tenant: tenant, file: &file{
 		wdb: wdb, rdb: rdb, origin: origin,
 		now: opts.Now, log: opts.Logger,
+		proofs: proofReads{cacheBytes: opts.NodeCacheBytes},
 	}}
 	s.refs.Store(1)
 	if s.now == nil {
@@ -173,7 +180,7 @@ func (s *Store) Close() error {
 		if s.tokenStmt != nil {
 			stmtErr = s.tokenStmt.Close()
 		}
-		err = errors.Join(s.closeHot(), stmtErr, s.rdb.Close(), s.wdb.Close())
+		err = errors.Join(s.closeHot(), stmtErr, s.closeProofReads(), s.rdb.Close(), s.wdb.Close())
 	})
 	return err
 }

@@ -1,0 +1,142 @@
+package disclosure
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"hash"
+
+	"github.com/runseal/runseal/store"
+)
+
+// The verifier's two costs per byte beyond the file's own digest are each
+// record's chain hash and the check of its body. Both are functions of a
+// record line alone, given the hash it chains from, so workers compute
+// them for whole chunks while the verifier checks the chunks before
+// (aheadReader). The verifier uses a worker's result only for the exact
+// line it examined, and its chain hash only when the hash it chained from
+// is the one the verifier recomputed itself: a record line's claimed hash
+// is never trusted, only used to start a computation whose input the
+// verifier then compares.
+
+// examiner configures the workers of a verification.
+type examiner struct {
+	// filter is Options.RecordFilter.
+	filter func(key, value []byte) bool
+}
+
+func (x *examiner) worker() *worker { return &worker{filter: x.filter} }
+
+// worker is one worker's state; its cache and hasher are its own.
+type worker struct {
+	filter func(key, value []byte) bool
+	cache  bodyCache
+	chain  chainHasher
+}
+
+// examined is what a worker found in one record line of a chunk.
+type examined struct {
+	off, end int // the line, without its newline, is the chunk's [off:end]
+	// chained says chain is SHA-256(used || raw): the line follows a run
+	// block (used is the zero digest) or another record line (used is
+	// that line's claimed hash) in the same chunk.
+	chained     bool
+	used, chain store.Digest
+	rec         recordFacts
+}
+
+// recordLinePrefix starts every record line.
+var recordLinePrefix = []byte(`{"hash":"`)
+
+// chunk examines the record lines found whole in b, appending to ex. When
+// lineStart is false, b starts inside a line, which it skips.
+func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
+	pos := 0
+	if !lineStart {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return ex
+		}
+		pos = i + 1
+	}
+	const (
+		unknown = iota
+		afterRunBlock
+		afterRecord
+	)
+	state := unknown
+	var prevClaimed store.Digest
+	for pos < len(b) {
+		i := bytes.IndexByte(b[pos:], '\n')
+		if i < 0 {
+			break
+		}
+		off, line := pos, b[pos:pos+i]
+		pos += i + 1
+		if !bytes.HasPrefix(line, recordLinePrefix) {
+			state = unknown
+			if isRunBlock(line, KindPackageRun) {
+				state = afterRunBlock
+			}
+			continue
+		}
+		claimed, raw, err := parseRecordLine(line)
+		if err != nil {
+			state = unknown
+			continue
+		}
+		e := examined{off: off, end: off + i, rec: examineBody(raw, &w.cache, w.filter)}
+		switch state {
+		case afterRunBlock:
+			e.chained = true
+		case afterRecord:
+			e.chained, e.used = true, prevClaimed
+		}
+		if e.chained {
+			e.chain = w.chain.sum(e.used, raw)
+		}
+		ex = append(ex, e)
+		state, prevClaimed = afterRecord, claimed
+	}
+	return ex
+}
+
+// chainHasher computes store.ChainHash, SHA-256(prev || raw), with one
+// hasher and one output buffer reused for every record: a hasher per record,
+// or a digest written through the hash.Hash interface into a local array,
+// costs an allocation per record.
+type chainHasher struct {
+	h   hash.Hash
+	out []byte
+}
+
+func (c *chainHasher) sum(prev store.Digest, raw []byte) store.Digest {
+	if c.h == nil {
+		c.h, c.out = sha256.New(), make([]byte, 0, sha256.Size)
+	}
+	c.h.Reset()
+	c.h.Write(prev[:])
+	c.h.Write(raw)
+	c.out = c.h.Sum(c.out[:0])
+	return store.Digest(c.out)
+}
+
+// recordFacts is what the verifier needs of a record's body.
+type recordFacts struct {
+	err      error // the body is not a canonical, valid record body
+	run      store.RunID
+	seq      store.Seq
+	kind     string
+	caseID   store.CaseID
+	outcome  string // a RunConcluded record's outcome
+	relevant bool   // a top-level member passed the filter
+}
+
+// examineBody decodes a record body (decodeRecord) into what the verifier
+// needs of it.
+func examineBody(raw []byte, c *bodyCache, filter func(key, value []byte) bool) recordFacts {
+	body, facts, relevant, err := decodeRecord(raw, c, filter)
+	if err != nil {
+		return recordFacts{err: err}
+	}
+	return recordFacts{run: body.Run, seq: body.Seq, kind: body.Kind, caseID: body.Case, outcome: facts.Outcome, relevant: relevant}
+}
