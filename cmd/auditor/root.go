@@ -11,16 +11,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/runseal/runseal/audit"
 )
 
 // Exit codes. They are the auditor's contract: scripts and cron jobs branch
 // on them, so each means one thing for every command.
 const (
-	exitSound        = 0 // everything checked holds
-	exitNotSound     = 1 // something checked is false or inconsistent: evidence of tampering or corruption
-	exitUsage        = 2 // the command line was wrong
-	exitUnverifiable = 3 // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
-	exitFork         = 4 // monitor: the log forked; self-contained evidence was written
+	exitSound        = audit.ExitSound        // everything checked holds
+	exitNotSound     = audit.ExitNotSound     // something checked is false or inconsistent: evidence of tampering or corruption
+	exitUsage        = audit.ExitUsage        // the command line was wrong
+	exitUnverifiable = audit.ExitUnverifiable // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
+	exitFork         = 4                      // monitor: the log forked; self-contained evidence was written
 )
 
 // exitError carries the exit code an error maps to.
@@ -94,6 +96,7 @@ give it.
                consistency with the last one, refuse rollbacks, and write
                self-contained evidence on a fork
   bench        measure verification throughput and memory on a generated package
+  web          write the in-browser verification page as static files
 
 Keys: --log-key takes the log's note verifier key ("<origin>+<id>+<base64>");
 witnesses come from --witness keys and --quorum K, or from a C2SP tlog-policy
@@ -141,7 +144,7 @@ func (a *app) newRoot() *cobra.Command {
 		return &exitError{code: exitUsage, err: err}
 	})
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
-	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd())
+	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd(), a.webCmd())
 	return root
 }
 
