@@ -22,6 +22,8 @@ done
 
 test -z "$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 go vet ./...
+# The browser verifier's main builds for js/wasm only, so vet it there.
+GOOS=js GOARCH=wasm go vet ./cmd/verify-wasm
 go test -timeout 30m ./...
 if [ "${RUNSEAL_QUICK:-}" = "1" ]; then
 	exit 0
