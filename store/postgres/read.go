@@ -243,19 +243,16 @@ func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]stor
 		return nil, err
 	}
 	defer rows.Close()
-	out := []store.RunID{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		r, err := parseRun(id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+	return store.CollectRows(rows, scanRun)
+}
+
+// scanRun maps a row of one run id.
+func scanRun(row store.Rows) (store.RunID, error) {
+	var id string
+	if err := row.Scan(&id); err != nil {
+		return store.RunID{}, err
 	}
-	return out, rows.Err()
+	return parseRun(id)
 }
 
 func (s *Store) listActivity(ctx context.Context, query string, args ...any) ([]store.Activity, error) {
@@ -267,23 +264,24 @@ func (s *Store) listActivity(ctx context.Context, query string, args ...any) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	out := []store.Activity{}
-	for rows.Next() {
-		var id string
-		var at int64
-		if err := rows.Scan(&id, &at); err != nil {
-			return nil, err
-		}
-		r, err := parseRun(id)
-		if err != nil {
-			return nil, err
-		}
-		if at < 0 {
-			return nil, &store.CorruptError{Run: r, Detail: "negative activity time"}
-		}
-		out = append(out, store.Activity{Run: r, At: uint64(at)})
+	return store.CollectRows(rows, scanActivity)
+}
+
+// scanActivity maps a row of (run id, activity time).
+func scanActivity(row store.Rows) (store.Activity, error) {
+	var id string
+	var at int64
+	if err := row.Scan(&id, &at); err != nil {
+		return store.Activity{}, err
 	}
-	return out, rows.Err()
+	r, err := parseRun(id)
+	if err != nil {
+		return store.Activity{}, err
+	}
+	if at < 0 {
+		return store.Activity{}, &store.CorruptError{Run: r, Detail: "negative activity time"}
+	}
+	return store.Activity{Run: r, At: uint64(at)}, nil
 }
 
 // RunsByOutcome implements store.Journal.
