@@ -143,29 +143,17 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 			return err
 		}
 		defer rows.Close()
-		expect := from
-		var prev *store.Digest
+		chain := store.NewChainCheck(run, from)
 		for rows.Next() {
 			var seq int64
 			var ph, h, raw []byte
 			if err := rows.Scan(&seq, &ph, &h, &raw); err != nil {
 				return err
 			}
-			if store.Seq(seq) != expect {
-				return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("seq gap: found %d", seq)}
-			}
-			if len(ph) != 32 || len(h) != 32 {
-				return &store.CorruptError{Run: run, Seq: store.Seq(seq), Detail: "stored hash is not 32 bytes"}
-			}
-			r, err := store.DecodeRecord(run, store.Seq(seq), store.Digest(ph), store.Digest(h), raw)
+			r, err := chain.Next(seq, ph, h, raw)
 			if err != nil {
 				return err
 			}
-			if prev != nil && r.PrevHash != *prev {
-				return &store.CorruptError{Run: run, Seq: r.Seq, Detail: "prev_hash does not link to the previous record"}
-			}
-			prev = &r.Hash
-			expect++
 			if err := fn(r); err != nil {
 				return err
 			}
@@ -173,7 +161,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if from <= end && expect-1 != end {
+		if expect := chain.Expect(); from <= end && expect-1 != end {
 			return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("records missing: the run's head is seq %d", v.head.Seq)}
 		}
 		return nil
