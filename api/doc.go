@@ -13,4 +13,10 @@
 //   - one answer holds a bounded number of bytes of records
 //     (Config.MaxRecordsBytes), read from the store a few records at a time;
 //   - checkpoint answers carry Cache-Control: no-store.
+//
+// The operator console (package console) is rendered from the same reads
+// that answer its JSON twins here (StatusRoutes, TokenRoute: /v1/status,
+// /v1/activity, /v1/runs/{run}/status, /v1/disclosures, /v1/tokens,
+// /v1/studies), so a script sees what a person sees; a Meter, wrapped
+// around the Server, counts the appends and seals it commits.
 package api

@@ -57,6 +57,22 @@ type NodeCache struct {
 // end-1, in order, all of them or an error (a backend's tile read).
 type RangeReader func(ctx context.Context, level uint, start, end uint64) ([]Hash, error)
 
+// RangeOf adapts a backend's tile read, which returns its own 32-byte
+// digest type, to a RangeReader.
+func RangeOf[D ~[32]byte](read func(ctx context.Context, level uint, start, end uint64) ([]D, error)) RangeReader {
+	return func(ctx context.Context, level uint, start, end uint64) ([]Hash, error) {
+		ds, err := read(ctx, level, start, end)
+		if err != nil {
+			return nil, err
+		}
+		hs := make([]Hash, len(ds))
+		for i, d := range ds {
+			hs[i] = Hash(d)
+		}
+		return hs, nil
+	}
+}
+
 // fillRange is how many nodes Fill reads in one call.
 const fillRange = 16 * chunkNodes
 

@@ -39,8 +39,9 @@ logging where. --store takes a journal path or a postgres:// DSN.
 
 Every request needs a bearer token (see 'journal token create'), scoped to
 one tenant with the role reader or writer, except /healthz and, with
---public, the checkpoint and proof reads. SIGINT or SIGTERM drains requests
-and stops.`
+--public, the checkpoint and proof reads. The operator console is at /:
+sign in with a reader or writer token (spec/http.md section 6). SIGINT or
+SIGTERM drains requests and stops.`
 
 // serveConfig is what 'journal serve' is started with.
 type serveConfig struct {
@@ -191,7 +192,13 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	for _, tw := range work {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}
+	firstToken := firstTokenCommand(c.loc, c.tenants[0])
+	mountConsole := withConsole(&cfg, tokens, firstToken) // console.go
 	server, err := api.New(cfg)
+	if err != nil {
+		return err
+	}
+	handler, err := mountConsole(server)
 	if err != nil {
 		return err
 	}
@@ -200,12 +207,13 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewHTTPServer(server, api.Timeouts{}, a.log)
+	srv := api.NewHTTPServer(handler, api.Timeouts{}, a.log)
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
 	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
 	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", c.loc, stores[0].Origin(), ln.Addr())
+	a.hintFirstToken(ctx, tokens, firstToken, ln.Addr().String())
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
 	}

@@ -33,9 +33,10 @@ const (
 	EnvScreenshots = "RUNSEAL_SCREENSHOT_DIR" // where screenshots go; default $TMPDIR/runseal-screenshots
 )
 
-// Timeout bounds one test's whole use of its browser, so a page that never
+// Timeout bounds one test's whole use of its browser (generous: CI runs
+// other packages' tests beside it on 2 cores), so a page that never
 // finishes loading fails the test instead of hanging the run.
-const Timeout = 2 * time.Minute
+const Timeout = 5 * time.Minute
 
 // Path returns the browser binary to use, or an error saying how to get one.
 func Path() (string, error) {

@@ -264,3 +264,31 @@ func (d Delegate) LogNodes(ctx context.Context, level uint, start, end uint64) (
 	}
 	return l.LogNodes(ctx, level, start, end)
 }
+
+func (d Delegate) as() (store.AlarmStore, error) {
+	as, ok := d.Inner.(store.AlarmStore)
+	if !ok {
+		return nil, d.missing("witness alarms")
+	}
+	return as, nil
+}
+
+// RecordWitnessAlarm delegates store.AlarmStore, so that a publisher over a
+// decorated store keeps a witness's rollback where status commands and the
+// console show it.
+func (d Delegate) RecordWitnessAlarm(ctx context.Context, a store.WitnessAlarm) error {
+	as, err := d.as()
+	if err != nil {
+		return err
+	}
+	return as.RecordWitnessAlarm(ctx, a)
+}
+
+// WitnessAlarms delegates store.AlarmStore.
+func (d Delegate) WitnessAlarms(ctx context.Context) ([]store.WitnessAlarm, error) {
+	as, err := d.as()
+	if err != nil {
+		return nil, err
+	}
+	return as.WitnessAlarms(ctx)
+}

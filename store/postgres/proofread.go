@@ -30,21 +30,8 @@ const qRunInLog = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1)
 // leaves, committed: the cache in front of the pool.
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
-	s.nodeCache.FillInBackground(s.levelReader, size)
+	s.nodeCache.FillInBackground(log.RangeOf(s.LogNodes), size)
 	return s.nodeCache.Reader(nodes{q: s.pool, tenant: s.tenant, sql: &s.q}, size)
-}
-
-// levelReader reads a range of one level for the cache's fill.
-func (s *Store) levelReader(ctx context.Context, level uint, start, end uint64) ([]log.Hash, error) {
-	ds, err := s.LogNodes(ctx, level, start, end)
-	if err != nil {
-		return nil, err
-	}
-	hs := make([]log.Hash, len(ds))
-	for i, d := range ds {
-		hs[i] = log.Hash(d)
-	}
-	return hs, nil
 }
 
 // WarmNodeCache waits until the node cache holds every level it keeps for
@@ -56,12 +43,12 @@ func (s *Store) WarmNodeCache(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-s.nodeCache.FillInBackground(s.levelReader, size):
+	case <-s.nodeCache.FillInBackground(log.RangeOf(s.LogNodes), size):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	// A fill started at a smaller size leaves the newer nodes to this one.
-	return s.nodeCache.Fill(ctx, s.levelReader, size)
+	return s.nodeCache.Fill(ctx, log.RangeOf(s.LogNodes), size)
 }
 
 // NodeCacheStats reports the Store's node cache: how many node reads of

@@ -108,21 +108,8 @@ func (s *Store) NodeCacheStats() log.CacheStats { return s.nodeCache().Stats() }
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
 	c := s.nodeCache()
-	c.FillInBackground(s.levelReader, size)
+	c.FillInBackground(log.RangeOf(s.LogNodes), size)
 	return c.Reader(poolNodes{s}, size)
-}
-
-// levelReader reads a range of one level for the cache's fill.
-func (s *Store) levelReader(ctx context.Context, level uint, start, end uint64) ([]log.Hash, error) {
-	ds, err := s.LogNodes(ctx, level, start, end)
-	if err != nil {
-		return nil, err
-	}
-	hs := make([]log.Hash, len(ds))
-	for i, d := range ds {
-		hs[i] = log.Hash(d)
-	}
-	return hs, nil
 }
 
 // WarmNodeCache waits until this tenant's node cache holds every level it
@@ -135,12 +122,12 @@ func (s *Store) WarmNodeCache(ctx context.Context) error {
 	}
 	c := s.nodeCache()
 	select {
-	case <-c.FillInBackground(s.levelReader, size):
+	case <-c.FillInBackground(log.RangeOf(s.LogNodes), size):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	// A fill started at a smaller size leaves the newer nodes to this one.
-	return c.Fill(ctx, s.levelReader, size)
+	return c.Fill(ctx, log.RangeOf(s.LogNodes), size)
 }
 
 // poolNodes reads committed nodes through prepared statements on the read
