@@ -28,6 +28,25 @@ func CollectRows[T any](rows Rows, scan func(Rows) (T, error)) ([]T, error) {
 	return out, nil
 }
 
+// ScanActivity maps a row of (run id, activity time in Unix nanoseconds)
+// to an Activity, parsing the id with the backend's parseRun. A negative
+// time is corruption: it would wrap to a time far in the future.
+func ScanActivity(row Rows, parseRun func(string) (RunID, error)) (Activity, error) {
+	var id string
+	var at int64
+	if err := row.Scan(&id, &at); err != nil {
+		return Activity{}, err
+	}
+	r, err := parseRun(id)
+	if err != nil {
+		return Activity{}, err
+	}
+	if at < 0 {
+		return Activity{}, &CorruptError{Run: r, Detail: "negative activity time"}
+	}
+	return Activity{Run: r, At: uint64(at)}, nil
+}
+
 // CollectCosignatures reads (witness, lines) rows into the map
 // PublicationStore.Cosignatures returns: each witness's cosignature lines.
 // It does not close rows.

@@ -12,6 +12,7 @@ type fakeRows struct {
 	vals []any
 	i    int
 	err  error
+	at   int64 // what an int64 column scans as
 }
 
 func (r *fakeRows) Next() bool { r.i++; return r.i <= len(r.vals) }
@@ -27,6 +28,8 @@ func (r *fakeRows) Scan(dest ...any) error {
 			*d = fmt.Sprint(v)
 		case *[]byte:
 			*d = []byte("line " + fmt.Sprint(v))
+		case *int64:
+			*d = r.at
 		}
 	}
 	return nil
@@ -72,5 +75,29 @@ func TestCollectCosignatures(t *testing.T) {
 	errScan := errors.New("scan")
 	if _, err := CollectCosignatures(&fakeRows{vals: []any{"w1", errScan}}); !errors.Is(err, errScan) {
 		t.Errorf("scan error: got %v", err)
+	}
+}
+
+// TestScanActivity_NegativeTime: a stored negative activity time is
+// corruption, never wrapped to a time far in the future.
+func TestScanActivity_NegativeTime(t *testing.T) {
+	run := NewRunID()
+	parse := func(string) (RunID, error) { return run, nil }
+	rows := &fakeRows{vals: []any{run.String()}, at: 42}
+	rows.Next()
+	if a, err := ScanActivity(rows, parse); err != nil || a.Run != run || a.At != 42 {
+		t.Fatalf("sound row: %+v, %v", a, err)
+	}
+	rows = &fakeRows{vals: []any{run.String()}, at: -1}
+	rows.Next()
+	var c *CorruptError
+	if _, err := ScanActivity(rows, parse); !errors.As(err, &c) || c.Run != run {
+		t.Fatalf("negative time: %v, want a CorruptError naming the run", err)
+	}
+	errParse := errors.New("parse")
+	rows = &fakeRows{vals: []any{"x"}}
+	rows.Next()
+	if _, err := ScanActivity(rows, func(string) (RunID, error) { return RunID{}, errParse }); !errors.Is(err, errParse) {
+		t.Fatalf("bad id: %v", err)
 	}
 }

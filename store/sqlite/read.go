@@ -187,19 +187,7 @@ func (s *Store) listActivity(ctx context.Context, query string, args ...any) ([]
 	return store.CollectRows(rows, scanActivity)
 }
 
-// scanActivity maps a row of (run id, activity time).
-func scanActivity(row store.Rows) (store.Activity, error) {
-	var id string
-	var at int64
-	if err := row.Scan(&id, &at); err != nil {
-		return store.Activity{}, err
-	}
-	r, err := parseRun(id)
-	if err != nil {
-		return store.Activity{}, err
-	}
-	return store.Activity{Run: r, At: uint64(at)}, nil
-}
+func scanActivity(row store.Rows) (store.Activity, error) { return store.ScanActivity(row, parseRun) }
 
 // RunsByOutcome implements store.Journal.
 func (s *Store) RunsByOutcome(ctx context.Context, outcome string, limit int) ([]store.RunID, error) {
