@@ -122,18 +122,32 @@ func (c *NodeCache) holds(l uint, start, end uint64) bool {
 	return true
 }
 
-// FillInBackground runs Fill once per cache, in its own goroutine, and
-// returns a channel closed when that fill has ended (it is the same channel
-// on every call). A fill that fails leaves the rest to the reads that miss.
-func (c *NodeCache) FillInBackground(read RangeReader, size uint64) <-chan struct{} {
+// FillInBackground runs Fill once per cache, in its own goroutine under
+// ctx, and returns a channel closed when that fill has ended (it is the
+// same channel on every call). A fill that fails leaves the rest to the
+// reads that miss. The store that owns the cache cancels ctx and calls
+// StopFill when it closes, so no fill outlives it.
+func (c *NodeCache) FillInBackground(ctx context.Context, read RangeReader, size uint64) <-chan struct{} {
 	c.fillOnce.Do(func() {
 		c.filled = make(chan struct{})
 		go func() {
 			defer close(c.filled)
-			_ = c.Fill(context.Background(), read, size)
+			_ = c.Fill(ctx, read, size)
 		}()
 	})
 	return c.filled
+}
+
+// StopFill keeps any later FillInBackground from starting a fill, and
+// waits for a fill under way to end (cancel its context first, or the wait
+// lasts the whole fill).
+func (c *NodeCache) StopFill() {
+	c.fillOnce.Do(func() {
+		done := make(chan struct{})
+		close(done)
+		c.filled = done
+	})
+	<-c.filled
 }
 
 // NewNodeCache returns an empty cache that holds at most maxBytes of

@@ -242,7 +242,7 @@ func TestNodeCache_Fill(t *testing.T) {
 	if err := c2.Fill(ctx, failing, size); err == nil {
 		t.Fatal("Fill with a failing reader: no error")
 	}
-	<-c2.FillInBackground(failing, size)
+	<-c2.FillInBackground(context.Background(), failing, size)
 	if _, err := Root(ctx, c2.Reader(s, size), size); err != nil {
 		t.Fatalf("the cache after a failed fill: %v", err)
 	}
@@ -257,4 +257,47 @@ type levelRecorder struct {
 func (l *levelRecorder) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]Hash, error) {
 	l.ids = append(l.ids, ids...)
 	return l.r.ReadNodes(ctx, ids)
+}
+
+// TestNodeCache_StopFillOutlivesNoFill: a store closing its file cancels
+// the fill's context and calls StopFill, which must not return while the
+// fill still reads (a fill reading a closed file left files behind it in
+// a test's temporary directory), and must keep any later fill from
+// starting.
+func TestNodeCache_StopFillOutlivesNoFill(t *testing.T) {
+	const size = 1 << 12
+	started := make(chan struct{})
+	var reading atomic.Bool
+	blocking := func(ctx context.Context, _ uint, _, _ uint64) ([]Hash, error) {
+		reading.Store(true)
+		defer reading.Store(false)
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	c := NewNodeCache(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := c.FillInBackground(ctx, blocking, size)
+	<-started
+	cancel()
+	c.StopFill()
+	if reading.Load() {
+		t.Fatal("StopFill returned while the fill was still reading")
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("StopFill returned before the fill ended")
+	}
+
+	stopped := NewNodeCache(1 << 20)
+	stopped.StopFill()
+	called := false
+	<-stopped.FillInBackground(context.Background(), func(context.Context, uint, uint64, uint64) ([]Hash, error) {
+		called = true
+		return nil, nil
+	}, size)
+	if called {
+		t.Fatal("a fill started after StopFill")
+	}
 }

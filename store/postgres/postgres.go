@@ -100,6 +100,10 @@ type Store struct {
 	closed   atomic.Bool
 
 	nodeCache *log.NodeCache // upper log nodes, for proofs and roots; see proofread.go
+	// fills is the context of the node cache's background fill, cancelled
+	// by Close so that no fill reads the pool after it.
+	fills    context.Context
+	stopFill context.CancelFunc
 
 	maxGroup int
 	appends  *groupcommit.Queue[*appendReq]
@@ -162,6 +166,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		commitTO: opts.CommitTimeout, log: opts.Logger,
 		nodeCache: log.NewNodeCache(cmp.Or(opts.NodeCacheBytes, DefaultNodeCacheBytes)),
 	}
+	s.fills, s.stopFill = context.WithCancel(context.Background())
 	if s.commitTO <= 0 {
 		s.commitTO = 30 * time.Second
 	}
@@ -191,9 +196,12 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	// Appends already taken by a committer finish before the pool goes.
+	// Appends already taken by a committer finish before the pool goes,
+	// and so does the node cache's fill.
 	s.appends.Close()
 	s.seals.Close()
+	s.stopFill()
+	s.nodeCache.StopFill()
 	if s.ownsPool {
 		s.pool.Close()
 	}

@@ -30,7 +30,7 @@ const qRunInLog = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1)
 // leaves, committed: the cache in front of the pool.
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
-	s.nodeCache.FillInBackground(log.RangeOf(s.LogNodes), size)
+	s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size)
 	return s.nodeCache.Reader(nodes{q: s.pool, tenant: s.tenant, sql: &s.q}, size)
 }
 
@@ -43,7 +43,7 @@ func (s *Store) WarmNodeCache(ctx context.Context) error {
 		return err
 	}
 	select {
-	case <-s.nodeCache.FillInBackground(log.RangeOf(s.LogNodes), size):
+	case <-s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size):
 	case <-ctx.Done():
 		return ctx.Err()
 	}

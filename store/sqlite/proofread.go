@@ -28,6 +28,10 @@ type proofReads struct {
 	stmts      map[string]*sql.Stmt
 	caches     map[string]*log.NodeCache // by tenant
 	cacheBytes int64
+	// fills is the context of the caches' background fills, cancelled
+	// when the file closes.
+	fills    context.Context
+	stopFill context.CancelFunc
 }
 
 // proofNodeChunk is the most nodes one prepared node query reads, so that
@@ -63,13 +67,27 @@ func (f *file) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// closeProofReads closes the prepared statements; later reads get
-// store.ErrClosed.
+// closeProofReads stops the caches' background fills and waits for them,
+// so that none reads the file after it closes, then closes the prepared
+// statements; later reads get store.ErrClosed.
 func (f *file) closeProofReads() error {
 	p := &f.proofs
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	if p.stopFill != nil {
+		p.stopFill()
+	}
+	caches := make([]*log.NodeCache, 0, len(p.caches))
+	for _, c := range p.caches {
+		caches = append(caches, c)
+	}
+	p.mu.Unlock()
+	// Without p.mu: a fill's reads take it (and now fail as closed).
+	for _, c := range caches {
+		c.StopFill()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var errs []error
 	for _, st := range p.stmts {
 		errs = append(errs, st.Close())
@@ -94,8 +112,23 @@ func (s *Store) nodeCache() *log.NodeCache {
 		}
 		c = log.NewNodeCache(n)
 		p.caches[s.tenant] = c
+		if p.fills == nil {
+			p.fills, p.stopFill = context.WithCancel(context.Background())
+		}
+		if p.closed {
+			c.StopFill()
+		}
 	}
 	return c
+}
+
+// fillContext is the context of this file's background cache fills
+// (nodeCache made it).
+func (s *Store) fillContext() context.Context {
+	p := &s.proofs
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fills
 }
 
 // NodeCacheStats reports this tenant's node cache: how many node reads of
@@ -108,7 +141,7 @@ func (s *Store) NodeCacheStats() log.CacheStats { return s.nodeCache().Stats() }
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
 	c := s.nodeCache()
-	c.FillInBackground(log.RangeOf(s.LogNodes), size)
+	c.FillInBackground(s.fillContext(), log.RangeOf(s.LogNodes), size)
 	return c.Reader(poolNodes{s}, size)
 }
 
@@ -122,7 +155,7 @@ func (s *Store) WarmNodeCache(ctx context.Context) error {
 	}
 	c := s.nodeCache()
 	select {
-	case <-c.FillInBackground(log.RangeOf(s.LogNodes), size):
+	case <-c.FillInBackground(s.fillContext(), log.RangeOf(s.LogNodes), size):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
