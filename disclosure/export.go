@@ -15,10 +15,10 @@ import (
 // export began are exported as unsealed, so the export's log is exactly the
 // log at its header's checkpoint. The disclosure register is not exported.
 //
-// Memory is constant: runs are listed and read a page at a time. A store
-// that is a store.BulkReader is read a page of runs per query (heads and
-// records together, exportPageRecords records at most); any other store one
-// run at a time.
+// Memory is constant: runs are listed and read a page at a time, one chunk
+// read ahead of the one being written. A store that is a store.BulkReader
+// is read a page of runs per query (heads and records together,
+// exportPageRecords records at most); any other store one run at a time.
 func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) {
 	cp, err := j.Checkpoint(ctx)
 	if err != nil {
@@ -33,35 +33,27 @@ func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) 
 		return Summary{}, err
 	}
 	rw := &runWriter{j: j, lw: lw, kind: KindExportRun, cp: cp}
-	br, _ := j.(store.BulkReader)
 	sum := Summary{Checkpoint: cp}
-	var after *store.RunID
-	for {
-		runs, err := j.RunsByID(ctx, after, exportPageRuns)
-		if err != nil {
-			return Summary{}, err
+	// Runs are read by one goroutine a chunk ahead of the one writing them,
+	// so reading (the store, decoding) and writing (hashing, encoding) use
+	// two cores.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks := make(chan exportChunk, 1)
+	go readChunks(ctx, j, chunks)
+	for c := range chunks {
+		if c.err != nil {
+			return Summary{}, c.err
 		}
-		if len(runs) == 0 {
-			break
-		}
-		pos, err := j.LogPositions(ctx, runs)
-		if err != nil {
-			return Summary{}, err
-		}
-		var ahead *runsAhead
-		for i, run := range runs {
+		for i, run := range c.runs {
 			if err := ctx.Err(); err != nil {
 				return Summary{}, err
 			}
-			if br != nil {
-				if ahead == nil || !ahead.has(i) {
-					if ahead, err = readAhead(ctx, br, runs, i); err != nil {
-						return Summary{}, err
-					}
-				}
-				rw.pre = ahead.run(i)
+			rw.pre = nil
+			if c.pre != nil {
+				rw.pre = &c.pre[i]
 			}
-			sealed, n, err := rw.writeRun(ctx, run, pos[i], nil)
+			sealed, n, err := rw.writeRun(ctx, run, c.pos[i], nil)
 			if err != nil {
 				return Summary{}, err
 			}
@@ -71,8 +63,9 @@ func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) 
 				sum.Sealed++
 			}
 		}
-		last := runs[len(runs)-1]
-		after = &last
+	}
+	if err := ctx.Err(); err != nil {
+		return Summary{}, err
 	}
 	if sum.Sealed != cp.Size {
 		return Summary{}, &store.CorruptError{Detail: fmt.Sprintf("the log has %d leaves but %d runs hold one of them", cp.Size, sum.Sealed)}
@@ -88,6 +81,68 @@ const (
 	exportPageRecords = 2000 // records read ahead per query (store.BulkReader)
 )
 
+// exportChunk is a run of consecutive runs for the writer: their log
+// positions and, from a store.BulkReader, their heads and first records.
+type exportChunk struct {
+	runs []store.RunID
+	pos  []*store.Position
+	pre  []prefetched // nil: the writer reads each run itself
+	err  error
+}
+
+// readChunks lists the runs a page at a time and sends them in chunks,
+// read ahead through store.BulkReader when the store is one; it closes out
+// at the end, after sending an error, or when ctx is done.
+func readChunks(ctx context.Context, j store.Journal, out chan<- exportChunk) {
+	defer close(out)
+	send := func(c exportChunk) bool {
+		select {
+		case out <- c:
+			return c.err == nil
+		case <-ctx.Done():
+			return false
+		}
+	}
+	br, _ := j.(store.BulkReader)
+	var after *store.RunID
+	for {
+		runs, err := j.RunsByID(ctx, after, exportPageRuns)
+		if err != nil || len(runs) == 0 {
+			if err != nil {
+				send(exportChunk{err: err})
+			}
+			return
+		}
+		pos, err := j.LogPositions(ctx, runs)
+		if err != nil {
+			send(exportChunk{err: err})
+			return
+		}
+		if len(pos) != len(runs) {
+			send(exportChunk{err: fmt.Errorf("export: asked the log positions of %d runs, the store answered %d", len(runs), len(pos))})
+			return
+		}
+		if br == nil {
+			if !send(exportChunk{runs: runs, pos: pos}) {
+				return
+			}
+		}
+		for i := 0; br != nil && i < len(runs); {
+			a, err := readAhead(ctx, br, runs, i)
+			if err != nil {
+				send(exportChunk{err: err})
+				return
+			}
+			if !send(exportChunk{runs: runs[a.from:a.end], pos: pos[a.from:a.end], pre: a.runs}) {
+				return
+			}
+			i = a.end
+		}
+		last := runs[len(runs)-1]
+		after = &last
+	}
+}
+
 // prefetched is one run's head and its first records, read with its
 // neighbours' by store.BulkReader.ReadRuns.
 type prefetched struct {
@@ -101,10 +156,6 @@ type runsAhead struct {
 	from, end int
 	runs      []prefetched
 }
-
-func (a *runsAhead) has(i int) bool { return i >= a.from && i < a.end }
-
-func (a *runsAhead) run(i int) *prefetched { return &a.runs[i-a.from] }
 
 // readAhead reads runs[from:] with one ReadRuns. The runs after the first
 // one the limit cut are left for the next call.

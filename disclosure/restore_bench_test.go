@@ -2,6 +2,7 @@ package disclosure
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,4 +41,34 @@ func BenchmarkRestoreSQLite(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(2*n*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkExportSQLite exports a SQLite journal restored from a synthetic
+// export of RUNSEAL_RESTORE_BENCH_RUNS sealed runs (default 5000).
+func BenchmarkExportSQLite(b *testing.B) {
+	n := 5000
+	if v, err := strconv.Atoi(os.Getenv("RUNSEAL_RESTORE_BENCH_RUNS")); err == nil && v > 0 {
+		n = v
+	}
+	path := filepath.Join(b.TempDir(), "export.jsonl")
+	writeSynthExport(b, path, n, synthKey)
+	j := openJournal(b, testOrigin)
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Restore(context.Background(), j, f); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	b.ResetTimer()
+	var bytes int64
+	for range b.N {
+		sum, err := Export(context.Background(), j, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes += sum.Bytes
+	}
+	b.ReportMetric(float64(bytes)/1e6/b.Elapsed().Seconds(), "MB/s")
 }

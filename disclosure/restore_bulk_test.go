@@ -100,3 +100,53 @@ func TestRestore_ResumeAfterInterruptedBulk(t *testing.T) {
 		}
 	}
 }
+
+// Issue 17, bad input: an export whose runs were reordered (two whole run
+// blocks swapped, each still a sound chain) is refused before anything is
+// written, and a target holding an exported run is refused naming that
+// run, the first one in the export it holds.
+func TestRestore_ReorderedRunsAndHeldRunNamed(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	ls := lines(exp)
+	var blocks [][2]int // [start, end) of each run block with its records
+	for i, l := range ls {
+		if bytes.Contains(l, []byte(`"kind":"`+KindExportRun+`"`)) {
+			if len(blocks) > 0 {
+				blocks[len(blocks)-1][1] = i
+			}
+			blocks = append(blocks, [2]int{i, len(ls) - 1})
+		}
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("%d run blocks", len(blocks))
+	}
+	a, b := blocks[0], blocks[1]
+	swapped := append(append(append(append([][]byte{}, ls[:a[0]]...), ls[b[0]:b[1]]...), ls[a[0]:a[1]]...), ls[b[1]:]...)
+	target := openJournal(t, testOrigin)
+	_, err := Restore(ctx, target, bytes.NewReader(join(swapped)))
+	var fe *FormatError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "strictly ascending") {
+		t.Fatalf("reordered runs: %v", err)
+	}
+	if runs, _ := target.RunsByID(ctx, nil, 10); len(runs) != 0 {
+		t.Fatalf("a refused restore wrote %d runs", len(runs))
+	}
+
+	// The target holds C and E (and an unrelated run before them): C,
+	// the first of them in the export, is named.
+	holds := openJournal(t, testOrigin)
+	appendAll(t, holds, 1, noteRec(runID(0x01), store.CaseID{}, "unrelated"))
+	appendAll(t, holds, 1, noteRec(w.E, store.CaseID{}, "mine"))
+	appendAll(t, holds, 1, noteRec(w.C, store.CaseID{}, "mine"))
+	first := w.C
+	if bytes.Compare(w.E[:], w.C[:]) < 0 {
+		first = w.E
+	}
+	_, err = Restore(ctx, holds, bytes.NewReader(exp))
+	var rr *RestoreRefusedError
+	if !errors.As(err, &rr) || !strings.Contains(err.Error(), "already holds run "+first.String()) {
+		t.Fatalf("a target holding runs C and E: %v, want run %s named", err, first)
+	}
+}

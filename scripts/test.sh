@@ -22,17 +22,19 @@ done
 
 test -z "$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 go vet ./...
-go test ./...
+# The browser verifier's main builds for js/wasm only, so vet it there.
+GOOS=js GOARCH=wasm go vet ./cmd/verify-wasm
+go test -timeout 30m ./...
 if [ "${RUNSEAL_QUICK:-}" = "1" ]; then
 	exit 0
 fi
 # The concurrent packages under the race detector: group commit, the
 # conformance suites' races and the decorators, the HTTP API, the witness
 # and its publisher, tiles, lifecycle races.
-go test -race -count=1 ./internal/... ./store/sqlite/... ./store/storetest/... ./store/sealed/... \
+go test -race -count=1 -timeout 30m ./internal/... ./store/sqlite/... ./store/storetest/... ./store/sealed/... \
 	./store/faulty/... ./api/... ./witness/... ./publish/... ./tiles/... ./cmd/witness/... \
 	./lifecycle/... ./cmd/journal/... ./keyring/...
 # The shared backend under the race detector, and its multi-process
 # active-active test for more rounds than the default run.
-go test -race -count=1 ./store/postgres/...
+go test -race -count=1 -timeout 30m ./store/postgres/...
 RUNSEAL_PG_AA_ROUNDS=6 go test -count=1 -run '^TestActiveActive$' ./store/postgres/

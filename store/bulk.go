@@ -76,7 +76,11 @@ type BulkReader interface {
 	// the runs' records from seq 1, in the order of runs then of seqs, at
 	// most limit records in all: a run whose records were cut by the limit
 	// has fewer than its head's seq, and the runs after it none. runs must
-	// be in ascending id order. Records are decoded as ReadPage decodes
-	// them; the caller checks the chain.
+	// be in ascending id order. Records are not decoded as ReadPage decodes
+	// them: Raw, PrevHash and Hash are as stored, Run and Seq those of the
+	// row, Kind and Case the store's own columns, and only a RunConcluded
+	// record's body is decoded (and checked against its hash), for its
+	// outcome. The caller checks the chain over the exact bytes (Export
+	// does; Restore checks every record in full).
 	ReadRuns(ctx context.Context, runs []RunID, limit int) ([]Head, []Record, error)
 }

@@ -99,24 +99,37 @@ func EncodeBody(b Body) ([]byte, error) {
 // encodeBody returns the canonical bytes of b and the value they encode, so
 // that a caller can read the body back without parsing the bytes again.
 func encodeBody(b Body) ([]byte, canon.Value, error) {
+	obj, err := bodyValue(b)
+	if err != nil {
+		return nil, canon.Value{}, err
+	}
+	raw := obj.Marshal()
+	if len(raw) > MaxRecordBytes {
+		return nil, canon.Value{}, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
+	}
+	return raw, obj, nil
+}
+
+// bodyValue checks b and builds the canonical object its bytes encode.
+func bodyValue(b Body) (canon.Value, error) {
 	fields := canon.Value{Kind: canon.Object}
 	if len(b.Fields) > 0 {
 		v, err := canon.Parse(b.Fields)
 		if err != nil {
-			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
+			return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 		}
 		if v.Kind != canon.Object {
-			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
+			return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
 		}
 		fields = v
 	}
 	if err := validKind(b.Kind); err != nil {
-		return nil, canon.Value{}, err
+		return canon.Value{}, err
 	}
 	ms := make([]canon.Member, 0, len(fields.Members)+9)
 	for _, m := range fields.Members {
 		if reserved[m.Key] {
-			return nil, canon.Value{}, &InvalidArgumentError{Field: "fields." + m.Key, Detail: "collides with a routing field of the record body"}
+			return canon.Value{}, &InvalidArgumentError{Field: "fields." + m.Key, Detail: "collides with a routing field of the record body"}
 		}
 		ms = append(ms, m)
 	}
@@ -138,20 +151,16 @@ func encodeBody(b Body) ([]byte, canon.Value, error) {
 	case Compensating:
 		ms = append(ms, canon.Member{Key: "phase", Value: canon.StringValue(string(b.Phase))})
 	default:
-		return nil, canon.Value{}, &InvalidArgumentError{Field: "phase", Detail: fmt.Sprintf("%q is not forward or compensating", b.Phase)}
+		return canon.Value{}, &InvalidArgumentError{Field: "phase", Detail: fmt.Sprintf("%q is not forward or compensating", b.Phase)}
 	}
 	if b.EffectKey != nil {
 		ms = append(ms, canon.Member{Key: "effect_key", Value: canon.StringValue(b.EffectKey.String())})
 	}
 	obj, err := canon.NewObject(ms)
 	if err != nil {
-		return nil, canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
+		return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 	}
-	raw := obj.Marshal()
-	if len(raw) > MaxRecordBytes {
-		return nil, canon.Value{}, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
-	}
-	return raw, obj, nil
+	return obj, nil
 }
 
 // DecodeBody parses a record's raw bytes strictly: they must be canonical,

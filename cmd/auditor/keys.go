@@ -1,15 +1,13 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/audit"
 	"github.com/runseal/runseal/disclosure"
 )
 
@@ -56,101 +54,40 @@ func keyArg(flag, v string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// load resolves the flags. Anything malformed is a usage error: the
-// auditor never starts checking with keys it could not read. A log key
-// given with --log-key and in the policy's log line is one key
-// (disclosure.MergeLogKeys, the one place keys are merged).
+// load resolves the flags with audit.Keys.Trust, the one place keys are
+// resolved (the verify page uses it too). Anything malformed is a usage
+// error: the auditor never starts checking with keys it could not read.
 func (t *trustFlags) load() (*trust, error) {
-	tr := &trust{}
-	var vkeys []string
-	for _, k := range t.logKeys {
-		vk, err := keyArg("log-key", k)
-		if err != nil {
-			return nil, err
+	k := audit.Keys{Quorum: t.quorum}
+	for _, f := range []struct {
+		flag string
+		args []string
+		dst  *[]string
+	}{
+		{audit.FieldLogKey, t.logKeys, &k.Logs},
+		{audit.FieldWitness, t.witnesses, &k.Witnesses},
+		{audit.FieldDisclosureKey, t.disclosureKeys, &k.Disclosure},
+	} {
+		for _, a := range f.args {
+			vk, err := keyArg(f.flag, a)
+			if err != nil {
+				return nil, err
+			}
+			*f.dst = append(*f.dst, vk)
 		}
-		v, err := checkpoint.NewVerifier(vk)
-		if err != nil {
-			return nil, usageErrorf("--log-key %q: %v", k, err)
-		}
-		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
-			return nil, usageErrorf("--log-key %q is a witness (cosignature) key; give it with --witness", k)
-		}
-		vkeys = append(vkeys, vk)
 	}
-	switch {
-	case t.policy != "" && (len(t.witnesses) > 0 || t.quorum != 0):
-		return nil, usageErrorf("give either --policy or --witness/--quorum, not both")
-	case t.quorum != 0 && len(t.witnesses) == 0:
-		return nil, usageErrorf("--quorum needs --witness keys")
-	case t.policy != "":
+	if t.policy != "" {
 		b, err := os.ReadFile(t.policy)
 		if err != nil {
 			return nil, usageErrorf("--policy: %v", err)
 		}
-		p, err := checkpoint.ParsePolicy(b)
-		if err != nil {
-			return nil, usageErrorf("--policy %s: %v", t.policy, err)
-		}
-		tr.opts.Policy, tr.policyText = p, string(b)
-	case len(t.witnesses) > 0:
-		var ws []*checkpoint.CosignatureVerifier
-		for _, k := range t.witnesses {
-			vk, err := keyArg("witness", k)
-			if err != nil {
-				return nil, err
-			}
-			w, err := checkpoint.NewCosignatureVerifier(vk)
-			if err != nil {
-				return nil, usageErrorf("--witness %q: %v", k, err)
-			}
-			ws = append(ws, w)
-		}
-		q := t.quorum
-		if q == 0 {
-			q = len(ws)
-		}
-		p, err := checkpoint.NewThresholdPolicy(q, ws...)
-		if err != nil {
-			return nil, usageErrorf("--witness/--quorum: %v", err)
-		}
-		txt, err := p.MarshalText()
-		if err != nil {
-			return nil, err
-		}
-		tr.opts.Policy, tr.policyText = p, string(txt)
+		k.Policy, k.PolicyName = b, t.policy
 	}
-	logs, err := disclosure.MergeLogKeys(vkeys, tr.opts.Policy)
+	tr, err := k.Trust()
 	if err != nil {
-		return nil, usageErrorf("--log-key and --policy: %v", err)
+		return nil, usageErrorf("%v", err)
 	}
-	tr.opts.Logs, tr.logKeys = logs, vkeys
-	if len(tr.opts.Logs) == 0 && (tr.opts.Policy == nil || len(tr.opts.Policy.Logs()) == 0) {
-		return nil, usageErrorf("give the log's key with --log-key (or a log line in --policy)")
-	}
-	allLogs := slices.Clone(vkeys)
-	if tr.opts.Policy != nil {
-		allLogs = append(allLogs, tr.opts.Policy.LogKeys()...)
-	}
-	for _, k := range t.disclosureKeys {
-		vk, err := keyArg("disclosure-key", k)
-		if err != nil {
-			return nil, err
-		}
-		v, err := checkpoint.NewVerifier(vk)
-		if err != nil {
-			return nil, usageErrorf("--disclosure-key %q: %v", k, err)
-		}
-		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
-			return nil, usageErrorf("--disclosure-key %q is a witness (cosignature) key", k)
-		}
-		for _, l := range allLogs {
-			if disclosure.SameKeyMaterial(vk, l) {
-				return nil, usageErrorf("--disclosure-key %q is the log's key: a package's statement is signed with a disclosure key of its own (journal key --disclosure)", k)
-			}
-		}
-		tr.opts.Disclosure = append(tr.opts.Disclosure, v)
-	}
-	return tr, nil
+	return &trust{opts: tr.Options, logKeys: tr.LogKeys, policyText: tr.PolicyText}, nil
 }
 
 // logVerifiers is every log key: the flags' and the policy's.
@@ -181,34 +118,6 @@ func noteCode(nc *disclosure.NoteCheck) int {
 // describeNote is one paragraph on what a note check established.
 func describeNote(nc *disclosure.NoteCheck) string {
 	var b strings.Builder
-	cr := nc.Report
-	fmt.Fprintf(&b, "  checkpoint  %s  size %d  root %s\n", cr.Origin, cr.Size, cr.Root)
-	fmt.Fprintf(&b, "  log signature  %s\n", yesNo(cr.LogSigned, "verified", "NOT verified"))
-	if len(cr.Witnesses) > 0 || cr.QuorumMet {
-		n := 0
-		for _, w := range cr.Witnesses {
-			if w.Cosigned {
-				n++
-			}
-		}
-		fmt.Fprintf(&b, "  witnesses      %d of %d cosigned, quorum %s\n", n, len(cr.Witnesses), yesNo(cr.QuorumMet, "met", "NOT met"))
-		for _, w := range cr.Witnesses {
-			switch {
-			case w.Invalid:
-				fmt.Fprintf(&b, "    %-24s INVALID signature\n", w.Name)
-			case w.Cosigned:
-				fmt.Fprintf(&b, "    %-24s cosigned at %s (its clock)\n", w.Name, w.Time.UTC().Format("2006-01-02T15:04:05Z"))
-			default:
-				fmt.Fprintf(&b, "    %-24s no cosignature\n", w.Name)
-			}
-		}
-	}
+	audit.WriteNote(&b, nc)
 	return b.String()
-}
-
-func yesNo(ok bool, yes, no string) string {
-	if ok {
-		return yes
-	}
-	return no
 }

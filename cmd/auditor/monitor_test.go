@@ -17,6 +17,7 @@ import (
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/command"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/monitor"
 	"github.com/runseal/runseal/store"
@@ -448,8 +449,8 @@ func TestMonitorLoop(t *testing.T) {
 	f.mu.Unlock()
 	select {
 	case err := <-done:
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != exitFork {
+		var ee *command.ExitError
+		if !errors.As(err, &ee) || ee.Code != exitFork {
 			t.Fatalf("loop ended with %v", err)
 		}
 	case <-time.After(30 * time.Second):

@@ -3,47 +3,37 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/runseal/runseal/audit"
+	"github.com/runseal/runseal/internal/command"
 )
 
 // Exit codes. They are the auditor's contract: scripts and cron jobs branch
 // on them, so each means one thing for every command.
 const (
-	exitSound        = 0 // everything checked holds
-	exitNotSound     = 1 // something checked is false or inconsistent: evidence of tampering or corruption
-	exitUsage        = 2 // the command line was wrong
-	exitUnverifiable = 3 // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
-	exitFork         = 4 // monitor: the log forked; self-contained evidence was written
+	exitSound        = audit.ExitSound        // everything checked holds
+	exitNotSound     = audit.ExitNotSound     // something checked is false or inconsistent: evidence of tampering or corruption
+	exitUsage        = audit.ExitUsage        // the command line was wrong
+	exitUnverifiable = audit.ExitUnverifiable // no verdict: a cut file, an unknown format, keys or a policy that cannot establish the checkpoint, an I/O or network failure
+	exitFork         = 4                      // monitor: the log forked; self-contained evidence was written
 )
 
-// exitError carries the exit code an error maps to.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
+func usageErrorf(format string, args ...any) error { return command.Usagef(format, args...) }
 
 func unverifiablef(format string, args ...any) error {
-	return &exitError{code: exitUnverifiable, err: fmt.Errorf(format, args...)}
+	return command.Exitf(exitUnverifiable, format, args...)
 }
 
 // verdictError ends a command with a verdict's exit code after its report
 // was printed; the message is a one-line summary for stderr.
 func verdictError(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+	return command.Exitf(code, format, args...)
 }
 
 // app is the state shared by the commands of one invocation.
@@ -51,7 +41,6 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
-	logLevel       string
 	// exe is the path to re-execute for bench's child processes; the
 	// running binary when empty.
 	exe string
@@ -61,26 +50,8 @@ type app struct {
 // the process exit code. It is main without the process, for tests.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := a.newRoot()
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitSound
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) {
-		// Cobra's own errors (unknown command or flag, argument count)
-		// never pass through a RunE: all are usage errors.
-		ee = &exitError{code: exitUsage, err: err}
-	}
-	fmt.Fprintf(stderr, "auditor: %v\n", ee.err)
-	if ee.code == exitUsage && cmd != nil {
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	}
-	return ee.code
+	cmd, err := command.Execute(ctx, a.newRoot(), args, stdin, stdout, stderr)
+	return command.Exit(stderr, "auditor", cmd, err)
 }
 
 const rootLong = `auditor checks runseal evidence alone: it trusts nothing but the keys you
@@ -94,6 +65,7 @@ give it.
                consistency with the last one, refuse rollbacks, and write
                self-contained evidence on a fork
   bench        measure verification throughput and memory on a generated package
+  web          write the in-browser verification page as static files
 
 Keys: --log-key takes the log's note verifier key ("<origin>+<id>+<base64>");
 witnesses come from --witness keys and --quorum K, or from a C2SP tlog-policy
@@ -115,33 +87,15 @@ Exit codes (the same for every command):
   4  monitor only: the log forked; evidence was written to the state dir`
 
 func (a *app) newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "auditor",
-		Short:         "Verify runseal disclosure packages and proofs, and monitor logs",
-		Long:          rootLong,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(a.stderr)
-			_ = cmd.Help()
-			return usageErrorf("a command is required")
-		},
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
-				return usageErrorf("--log-level %q: want debug, info, warn or error", a.logLevel)
-			}
-			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
-			return nil
-		},
-	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+	root := command.NewRoot(command.Root{
+		Use:       "auditor",
+		Short:     "Verify runseal disclosure packages and proofs, and monitor logs",
+		Long:      rootLong,
+		LogLevel:  "warn",
+		Stderr:    a.stderr,
+		SetLogger: func(l *slog.Logger) { a.log = l },
 	})
-	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
-	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd())
+	root.AddCommand(a.verifyCmd(), a.consistencyCmd(), a.inclusionCmd(), a.monitorCmd(), a.benchCmd(), a.benchGenerateCmd(), a.webCmd())
 	return root
 }
 
@@ -149,17 +103,7 @@ func (a *app) newRoot() *cobra.Command {
 // code is "unverifiable" (the command could not come to a verdict), never
 // a usage error, because it came after the command line was accepted.
 func wrapRun(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		err := fn(cmd, args)
-		if err == nil {
-			return nil
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return &exitError{code: exitUnverifiable, err: err}
-	}
+	return command.WrapRun(exitUnverifiable, fn)
 }
 
 // writeJSON writes v as one indented JSON document.

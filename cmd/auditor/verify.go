@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/runseal/runseal/audit"
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/store/sealed"
 )
@@ -147,73 +147,8 @@ func (a *app) openInput(path string) (io.Reader, int64, func(), error) {
 	return f, fi.Size(), func() { f.Close() }, nil
 }
 
-func verdictCode(v disclosure.Verdict) int {
-	switch v {
-	case disclosure.Sound:
-		return exitSound
-	case disclosure.NotSound:
-		return exitNotSound
-	}
-	return exitUnverifiable
-}
+func verdictCode(v disclosure.Verdict) int { return audit.ExitCode(v) }
 
 // printReport writes the human report: the verdict first, then what was
 // read, the findings, what was proven, and what was not checked.
-func printReport(w io.Writer, file string, r *disclosure.Report) {
-	verdict := map[disclosure.Verdict]string{
-		disclosure.Sound:        "SOUND",
-		disclosure.NotSound:     "NOT SOUND: the package is tampered or inconsistent",
-		disclosure.Unverifiable: "UNVERIFIABLE: no verdict could be reached",
-	}[r.Verdict]
-	fmt.Fprintf(w, "%s: %s\n", file, verdict)
-	fmt.Fprintf(w, "  file        %d bytes, %d lines, sha256 %s\n", r.Counts.Bytes, r.Counts.Lines, r.SHA256)
-	if cr := r.Checkpoint; cr != nil {
-		nc := &disclosure.NoteCheck{Report: *cr}
-		fmt.Fprint(w, describeNote(nc))
-		c := r.Counts
-		fmt.Fprintf(w, "  read        %d runs (%d sealed, %d unsealed), %d records, %d case blocks; %s\n",
-			c.Runs, c.Sealed, c.Unsealed, c.Records, c.Cases, yesNo(r.Complete, "complete through the trailer", "NOT complete"))
-		fmt.Fprintf(w, "  selection   %d runs, %d cases\n", len(r.SelectedRuns), len(r.SelectedCases))
-	}
-	if st := r.Statement; st != nil {
-		if st.Verified {
-			fmt.Fprintf(w, "  statement   signed for %q by disclosure key %s, and it covers this package\n", st.Recipient, strings.Join(st.Keys, ", "))
-		} else {
-			fmt.Fprintf(w, "  statement   NOT verified (recipient as stated: %q)\n", st.Recipient)
-		}
-	}
-	if len(r.Findings) > 0 {
-		fmt.Fprintf(w, "\nFindings (%d):\n", len(r.Findings)+r.FindingsOmitted)
-		for _, f := range r.Findings {
-			where := fmt.Sprintf("line %d", f.Line)
-			if f.Run != "" {
-				where += " run " + f.Run
-			}
-			if f.Seq != 0 {
-				where += fmt.Sprintf(" seq %d", f.Seq)
-			}
-			fmt.Fprintf(w, "  - [%s] %s: %s\n", f.Check, where, f.Detail)
-		}
-		if r.FindingsOmitted > 0 {
-			fmt.Fprintf(w, "  ... and %d more\n", r.FindingsOmitted)
-		}
-	}
-	if len(r.Unverifiable) > 0 {
-		fmt.Fprintln(w, "\nNot established:")
-		for _, u := range r.Unverifiable {
-			fmt.Fprintf(w, "  - %s\n", u)
-		}
-	}
-	if len(r.Proven) > 0 {
-		fmt.Fprintln(w, "\nProven:")
-		for _, p := range r.Proven {
-			fmt.Fprintf(w, "  - %s\n", p)
-		}
-	}
-	if len(r.NotChecked) > 0 {
-		fmt.Fprintln(w, "\nNot checked (a package cannot prove these):")
-		for _, n := range r.NotChecked {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
-}
+func printReport(w io.Writer, file string, r *disclosure.Report) { audit.WriteReport(w, file, r, nil) }

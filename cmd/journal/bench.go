@@ -127,6 +127,13 @@ measures 2000 inclusion and 2000 consistency proofs served by the store, each
 checked against the checkpoint: latency p50/p99 and node reads per proof.
 Target: p99 <= 1 ms.
 
+--restore N writes an export of N sealed runs (two records each), restores it
+into a new SQLite journal, exports that, and restores the export into another
+SQLite journal and, with --restore-postgres DSN, a new PostgreSQL tenant; each
+step runs in a child process and reports records/s, MB/s and peak RSS,
+beside the append rate and ceilings measured before and after the steps.
+Targets: restore >= 20,000 records/s, export >= 50 MB/s.
+
 Files go in a fresh directory under --dir (default: the current directory,
 which should be on the disk the journal will live on; a tmpfs would measure
 memory, not durability) and are removed afterwards unless --keep.`,
@@ -134,6 +141,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
   journal bench --duration 5s --concurrency 1,8,64 --batch 1,16
   journal bench --throughput=false --verify-records 1000000 --json
   journal bench --throughput=false --proofs 1000000
+  journal bench --throughput=false --restore 1000000 --restore-postgres postgres://localhost/runseal
   journal bench --sealed --batch 1`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {

@@ -42,6 +42,10 @@ type restoreStep struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	MBPerSec      float64 `json:"mb_per_sec"`
 	PeakRSSMiB    float64 `json:"peak_rss_mib,omitempty"`
+	// CPUSeconds is the child's user+system time: on a machine other work
+	// keeps busy, records per CPU second is what the step costs.
+	CPUSeconds          float64 `json:"cpu_seconds,omitempty"`
+	RecordsPerCPUSecond float64 `json:"records_per_cpu_second,omitempty"`
 }
 
 // benchSource is the synthetic journal as Export reads it: every run of
@@ -134,10 +138,7 @@ func (a *app) benchRestore(ctx context.Context, dir string, n int, pgDSN string,
 	if pgDSN != "" {
 		tenant := "bench" + strings.ToLower(store.NewRunID().String()[:8])
 		rb.Postgres = "tenant " + tenant
-		if _, err := measureChild(ctx, exe, []string{"init", "--db", pgDSN, "--tenant", tenant, "--origin", "bench.example/restored"}); err != nil {
-			return nil, fmt.Errorf("init PostgreSQL tenant %s: %w", tenant, err)
-		}
-		if err := child("restore into PostgreSQL", "restore", again, "--db", pgDSN, "--tenant", tenant); err != nil {
+		if err := child("restore into PostgreSQL", "restore", again, "--store", pgDSN, "--tenant", tenant); err != nil {
 			return nil, err
 		}
 	} else {
@@ -152,7 +153,10 @@ func (a *app) benchRestore(ctx context.Context, dir string, n int, pgDSN string,
 }
 
 func (rb *restoreBench) step(op string, seconds float64, p scalePoint, bytes int64) restoreStep {
-	s := restoreStep{Op: op, Seconds: seconds, PeakRSSMiB: p.PeakRSSMiB}
+	s := restoreStep{Op: op, Seconds: seconds, PeakRSSMiB: p.PeakRSSMiB, CPUSeconds: p.CPUSeconds}
+	if p.CPUSeconds > 0 {
+		s.RecordsPerCPUSecond = float64(rb.Records) / p.CPUSeconds
+	}
 	if seconds > 0 {
 		s.RecordsPerSec = float64(rb.Records) / seconds
 		s.MBPerSec = float64(bytes) / 1e6 / seconds
@@ -209,7 +213,7 @@ func sameBeyondHeader(a, b string) (bool, error) {
 func printRestoreBench(w io.Writer, rb *restoreBench) {
 	fmt.Fprintf(w, "restore bench: %d sealed runs, %d records, export %.1f MB; load average %.2f before, %.2f after\n",
 		rb.Runs, rb.Records, float64(rb.ExportBytes)/1e6, rb.Load[0], rb.Load[1])
-	fmt.Fprintf(w, "%-40s %9s %12s %9s %12s\n", "step", "seconds", "records/s", "MB/s", "peak RSS")
+	fmt.Fprintf(w, "%-40s %9s %12s %9s %12s %9s %14s\n", "step", "seconds", "records/s", "MB/s", "peak RSS", "CPU s", "records/CPU s")
 	for _, s := range rb.Steps {
 		rss := "-"
 		if s.PeakRSSMiB > 0 {
@@ -219,7 +223,7 @@ func printRestoreBench(w io.Writer, rb *restoreBench) {
 		if s.MBPerSec > 0 {
 			mb = fmt.Sprintf("%.1f", s.MBPerSec)
 		}
-		fmt.Fprintf(w, "%-40s %9.1f %12.0f %9s %12s\n", s.Op, s.Seconds, s.RecordsPerSec, mb, rss)
+		fmt.Fprintf(w, "%-40s %9.1f %12.0f %9s %12s %9.1f %14.0f\n", s.Op, s.Seconds, s.RecordsPerSec, mb, rss, s.CPUSeconds, s.RecordsPerCPUSecond)
 	}
 	for _, p := range []struct {
 		when string

@@ -21,6 +21,7 @@ type scalePoint struct {
 	Records    int     `json:"records"`
 	Seconds    float64 `json:"seconds"`
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"` // absent where not measured or not reported
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`  // the child's user+system time, where measured
 }
 
 // benchScale builds one run of n/10 records, measures, grows it to n and
@@ -93,6 +94,9 @@ func measureChild(ctx context.Context, exe string, args []string) (scalePoint, e
 	start := time.Now()
 	err := cmd.Run()
 	p := scalePoint{Seconds: time.Since(start).Seconds()}
+	if ps := cmd.ProcessState; ps != nil {
+		p.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+	}
 	if err != nil {
 		return p, fmt.Errorf("%v: %s", err, stderr.String())
 	}

@@ -19,8 +19,10 @@ func (a *app) restoreCmd() *cobra.Command {
 and refuse, writing nothing, if it is cut, of an unknown version, malformed,
 a disclosure package, or if the journal already holds any of its runs or
 admission keys or has a non-empty log; then append every run's records
-through the ordinary append (one call per group of records of one epoch),
-with their exact bytes, and seal the sealed runs in log-index order.
+with their exact bytes, hundreds of runs per transaction with every check
+of the ordinary append (SQLite and PostgreSQL), and seal the sealed runs in
+log-index order, in bulks too. On a terminal stderr shows a progress bar per
+phase with its rate and the time left; otherwise progress goes to the log.
 
 The restore succeeds only if the rebuilt log has the export's size and root.
 Create the target with "journal init" first; its origin may differ from the
@@ -45,7 +47,9 @@ anything else is refused, naming the run or log at fault.`,
 			}
 			defer f.Close()
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				rep, err := disclosure.RestoreWith(cmd.Context(), s, f, disclosure.RestoreOptions{Resume: resume})
+				progress := newRestoreProgress(a.stderr, a.log) // restore_progress.go
+				rep, err := disclosure.RestoreWith(cmd.Context(), s, f, disclosure.RestoreOptions{Resume: resume, Progress: progress.update})
+				progress.end()
 				if rep != nil && (err == nil || asJSON) {
 					if asJSON {
 						if werr := writeJSON(a.stdout, rep); werr != nil {

@@ -98,7 +98,8 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 			total = max(total, written(c.Process.Pid))
 		}
 	}
-	if !c.ProcessState.Success() || total < 1<<20 {
+	t.Logf("a whole restore writes %d bytes", total)
+	if !c.ProcessState.Success() || total < 2<<20 {
 		t.Fatalf("the calibrating restore: %v, %d bytes written", c.ProcessState, total)
 	}
 	for round, args := range [][]string{{"restore", exportFile}, {"restore", "--resume", exportFile}} {
@@ -111,15 +112,31 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 		exited := make(chan struct{})
 		go func() { c.Wait(); close(exited) }()
 		// Wait until the child has written a random part of a whole
-		// restore (its first reading writes only its temporary files,
-		// ~100 KB here), then kill it.
-		mark := total/5 + rand.Int64N(total/2)
-		for written(c.Process.Pid) < mark {
+		// restore, then kill it. The first reading writes only temporary
+		// files (a few hundred KB here), so the first kill comes after 768 KB and
+		// within the first half. The resume's share of the writes depends
+		// on where that kill fell (records are a small part of the bytes,
+		// a bulk of seals a large one), so it is killed early, and a
+		// resume that finished first is not a failure: the last resume
+		// below must then find everything done.
+		mark := 768<<10 + rand.Int64N(total/2-768<<10)
+		if round == 1 {
+			mark = 128<<10 + rand.Int64N(total/8)
+		}
+		ended := false
+		for !ended && written(c.Process.Pid) < mark {
 			select {
 			case <-exited:
-				t.Fatalf("round %d: %v ended before it was killed: %s", round, args, out.String())
+				if round == 0 {
+					t.Fatalf("round %d: %v ended before it was killed: %s", round, args, out.String())
+				}
+				ended = true
 			case <-time.After(2 * time.Millisecond):
 			}
+		}
+		if ended {
+			t.Logf("round %d: %v finished before it was killed", round, args)
+			continue
 		}
 		if err := c.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/runseal/runseal/internal/command"
 	"github.com/runseal/runseal/store"
 )
 
@@ -36,19 +36,8 @@ const defaultDB = "runseal.db"
 // peakRSSPrefix starts the line --peak-rss prints; bench parses it.
 const peakRSSPrefix = "journal: peak RSS KiB: "
 
-// exitError carries the exit code an error maps to.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
 // usageErrorf reports a wrong command line (exit 2).
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
+func usageErrorf(format string, args ...any) error { return command.Usagef(format, args...) }
 
 // app is the state shared by every command of one invocation.
 type app struct {
@@ -60,7 +49,6 @@ type app struct {
 	storeArg string // --store: a journal path or a postgres:// DSN
 	key      string // --key
 	tenant   string // --tenant
-	logLevel string // --log-level
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
 
 	onServe func(addr string) // tests learn where serve listens
@@ -77,31 +65,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // runApp is run with a prepared app, so tests can set hooks such as onServe.
 func runApp(ctx context.Context, a *app, args []string) int {
 	stdin, stdout, stderr := a.stdin, a.stdout, a.stderr
-	root := a.newRoot()
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := command.Execute(ctx, a.newRoot(), args, stdin, stdout, stderr)
 	if a.peakRSS {
 		if kib, ok := peakRSSKiB(); ok {
 			fmt.Fprintf(stderr, "%s%d\n", peakRSSPrefix, kib)
 		}
 	}
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) {
-		// Cobra's own errors (unknown command or flag, wrong argument
-		// count, flag groups) never pass through a RunE: all are usage.
-		ee = &exitError{code: exitUsage, err: err}
-	}
-	fmt.Fprintf(stderr, "journal: %v\n", ee.err)
-	if ee.code == exitUsage && cmd != nil {
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	}
-	return ee.code
+	return command.Exit(stderr, "journal", cmd, err)
 }
 
 const rootLong = `journal operates a runseal journal: an append-only, hash-chained history of
@@ -128,37 +98,19 @@ Exit codes:
   2  usage error: unknown command or flag, missing or malformed argument`
 
 func (a *app) newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "journal",
-		Short:         "Operate a runseal journal: append, read, verify, lease, seal",
-		Long:          rootLong,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(a.stderr)
-			_ = cmd.Help()
-			return usageErrorf("a command is required")
-		},
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
-				return usageErrorf("--log-level %q: want debug, info, warn or error", a.logLevel)
-			}
-			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
-			return nil
-		},
-	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+	root := command.NewRoot(command.Root{
+		Use:       "journal",
+		Short:     "Operate a runseal journal: append, read, verify, lease, seal",
+		Long:      rootLong,
+		LogLevel:  "warn",
+		Stderr:    a.stderr,
+		SetLogger: func(l *slog.Logger) { a.log = l },
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.db, "db", "", "journal file (default $"+envDB+", else ./"+defaultDB+")")
 	pf.StringVar(&a.storeArg, "store", "", "journal file or postgres:// DSN (default: --db)")
 	pf.StringVar(&a.key, "key", "", "the log's private note key file (default $"+envKey+", else the journal path + \".key\")")
 	pf.StringVar(&a.tenant, "tenant", store.DefaultTenant, "tenant whose runs to reach")
-	pf.StringVar(&a.logLevel, "log-level", "warn", "stderr log level: debug, info, warn or error")
 	pf.BoolVar(&a.peakRSS, "peak-rss", false, "print this process's peak RSS to stderr on exit")
 	_ = pf.MarkHidden("peak-rss")
 
@@ -194,17 +146,7 @@ func (a *app) newRoot() *cobra.Command {
 // not already carry a code is a failure of the command (exit 1), never a
 // usage error, because it came after the command line was accepted.
 func wrapRun(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		err := fn(cmd, args)
-		if err == nil {
-			return nil
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return &exitError{code: exitFailure, err: err}
-	}
+	return command.WrapRun(exitFailure, fn)
 }
 
 // writeJSON writes v as one JSON document on its own line. HTML escaping is

@@ -207,7 +207,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewHTTPServer(handler, api.Timeouts{}, a.log)
+	srv := api.NewHTTPServer(withVerifyPage(handler), api.Timeouts{}, a.log)
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}

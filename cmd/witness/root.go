@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/command"
 	"github.com/runseal/runseal/witness"
 )
 
@@ -39,54 +40,23 @@ const (
 	defaultKey = "witness.key"
 )
 
-// exitError carries the exit code an error maps to.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
 // usageErrorf reports a wrong command line (exit 2).
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
+func usageErrorf(format string, args ...any) error { return command.Usagef(format, args...) }
 
 // app is the state shared by every command of one invocation.
 type app struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
 
-	db        string // --db
-	logLevel  string // --log-level
-	logFormat string // --log-format
+	db string // --db
 }
 
 // run executes the CLI with args (without the program name) and returns the
 // process exit code. It is main without the process: tests drive it directly.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
-	root := a.newRoot()
-	root.SetArgs(args)
-	root.SetIn(strings.NewReader(""))
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if !errors.As(err, &ee) {
-		// Cobra's own errors (unknown command or flag, wrong argument
-		// count) never pass through a RunE: all are usage errors.
-		ee = &exitError{code: exitUsage, err: err}
-	}
-	fmt.Fprintf(stderr, "witness: %v\n", ee.err)
-	if ee.code == exitUsage && cmd != nil {
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-	}
-	return ee.code
+	cmd, err := command.Execute(ctx, a.newRoot(), args, strings.NewReader(""), stdout, stderr)
+	return command.Exit(stderr, "witness", cmd, err)
 }
 
 const rootLong = `witness runs a transparency-log witness (C2SP tlog-witness): it cosigns a
@@ -115,43 +85,16 @@ Exit codes:
   2  usage error: unknown command or flag, missing or malformed argument`
 
 func (a *app) newRoot() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "witness",
-		Short:         "Run and administer a C2SP tlog-witness",
-		Long:          rootLong,
-		Args:          cobra.NoArgs,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(a.stderr)
-			_ = cmd.Help()
-			return usageErrorf("a command is required")
-		},
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(a.logLevel)); err != nil {
-				return usageErrorf("--log-level %q: want debug, info, warn or error", a.logLevel)
-			}
-			opts := &slog.HandlerOptions{Level: lvl}
-			switch a.logFormat {
-			case "text":
-				a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
-			case "json":
-				a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
-			default:
-				return usageErrorf("--log-format %q: want text or json", a.logFormat)
-			}
-			return nil
-		},
-	}
-	root.CompletionOptions.DisableDefaultCmd = true
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+	root := command.NewRoot(command.Root{
+		Use:       "witness",
+		Short:     "Run and administer a C2SP tlog-witness",
+		Long:      rootLong,
+		LogLevel:  "info",
+		LogFormat: "text",
+		Stderr:    a.stderr,
+		SetLogger: func(l *slog.Logger) { a.log = l },
 	})
-	pf := root.PersistentFlags()
-	pf.StringVar(&a.db, "db", "", "state file (default $"+envDB+", else ./"+defaultDB+")")
-	pf.StringVar(&a.logLevel, "log-level", "info", "stderr log level: debug, info, warn or error")
-	pf.StringVar(&a.logFormat, "log-format", "text", "stderr log format: text or json")
+	root.PersistentFlags().StringVar(&a.db, "db", "", "state file (default $"+envDB+", else ./"+defaultDB+")")
 
 	root.AddCommand(
 		a.initCmd(),
@@ -173,17 +116,7 @@ func (a *app) newRoot() *cobra.Command {
 // not already carry a code is a failure of the command (exit 1), never a
 // usage error, because it came after the command line was accepted.
 func wrapRun(fn func(cmd *cobra.Command, args []string) error) func(cmd *cobra.Command, args []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		err := fn(cmd, args)
-		if err == nil {
-			return nil
-		}
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return err
-		}
-		return &exitError{code: exitFailure, err: err}
-	}
+	return command.WrapRun(exitFailure, fn)
 }
 
 // dbPath resolves the state path: --db, then $RUNSEAL_WITNESS_DB, then the

@@ -156,6 +156,40 @@ func NewObject(members []Member) (Value, error) {
 	return Value{Kind: Object, Members: ms}, nil
 }
 
+// MarshalAround writes object v in canonical form in two parts around the
+// value of its member key: v.Marshal() is before, that value's canonical
+// form, then after. A caller writing many objects that differ only in that
+// value (a record body's seq) sorts and encodes the rest once. ok is false
+// when v is not an object or has no member key.
+func (v Value) MarshalAround(key string) (before, after []byte, ok bool) {
+	if v.Kind != Object {
+		return nil, nil, false
+	}
+	i := slices.IndexFunc(v.Members, func(m Member) bool { return m.Key == key })
+	if i < 0 {
+		return nil, nil, false
+	}
+	var b bytes.Buffer
+	b.Grow(256)
+	b.WriteByte('{')
+	for k, m := range v.Members {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		writeString(&b, m.Key)
+		b.WriteByte(':')
+		if k == i {
+			before = b.Bytes() // up to here; the value is left out
+			continue
+		}
+		m.Value.write(&b)
+	}
+	b.WriteByte('}')
+	out := b.Bytes()
+	n := len(before)
+	return out[:n:n], out[n:], true
+}
+
 // StringValue returns a JSON string value.
 func StringValue(s string) Value { return Value{Kind: String, Str: s} }
 

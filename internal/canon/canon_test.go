@@ -113,3 +113,27 @@ func FuzzCanonicalize(f *testing.F) {
 		}
 	})
 }
+
+// TestMarshalAround: the two parts around a member's value, with the value's
+// form between them, are the object's canonical bytes, whichever member.
+func TestMarshalAround(t *testing.T) {
+	v, err := Parse([]byte(`{"b":[1,{"seq":2}],"seq":7,"a":"x\u00e9","zz":{"k":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range v.Members {
+		before, after, ok := v.MarshalAround(m.Key)
+		if !ok {
+			t.Fatalf("%q: not found", m.Key)
+		}
+		if got, want := string(before)+string(m.Value.Marshal())+string(after), string(v.Marshal()); got != want {
+			t.Errorf("%q: %s, want %s", m.Key, got, want)
+		}
+	}
+	if _, _, ok := v.MarshalAround("missing"); ok {
+		t.Error("a missing member was found")
+	}
+	if _, _, ok := StringValue("seq").MarshalAround("seq"); ok {
+		t.Error("a string split as an object")
+	}
+}

@@ -41,8 +41,7 @@ func (s *Store) LockKey(ctx context.Context, key string) (io.Closer, error) {
 	if key == "" {
 		return nil, &store.InvalidArgumentError{Field: "key", Detail: "is empty"}
 	}
-	sum := sha256.Sum256([]byte("runseal/keylock\x00" + s.schema + "\x00" + s.tenant + "\x00" + key))
-	k := int64(binary.BigEndian.Uint64(sum[:8]))
+	k := advisoryKey(s.schema, s.tenant, key)
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, s.wrap(func() string { return "lock key " + key }, notWritten(err))
@@ -55,6 +54,15 @@ func (s *Store) LockKey(ctx context.Context, key string) (io.Closer, error) {
 		return nil, s.wrap(func() string { return "lock key " + key }, notWritten(err))
 	}
 	return &KeyLock{pc: pc, key: k}, nil
+}
+
+// advisoryKey is the PostgreSQL advisory lock key of key in a schema and
+// tenant: the first 8 bytes of SHA-256("runseal/keylock" NUL schema NUL
+// tenant NUL key), big-endian, as a signed 64-bit integer
+// (spec/lifecycle.md 14.2).
+func advisoryKey(schema, tenant, key string) int64 {
+	sum := sha256.Sum256([]byte("runseal/keylock\x00" + schema + "\x00" + tenant + "\x00" + key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
 // LockCapacity is how many KeyLocks a caller of this store should hold at

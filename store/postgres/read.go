@@ -143,29 +143,17 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 			return err
 		}
 		defer rows.Close()
-		expect := from
-		var prev *store.Digest
+		chain := store.NewChainCheck(run, from)
 		for rows.Next() {
 			var seq int64
 			var ph, h, raw []byte
 			if err := rows.Scan(&seq, &ph, &h, &raw); err != nil {
 				return err
 			}
-			if store.Seq(seq) != expect {
-				return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("seq gap: found %d", seq)}
-			}
-			if len(ph) != 32 || len(h) != 32 {
-				return &store.CorruptError{Run: run, Seq: store.Seq(seq), Detail: "stored hash is not 32 bytes"}
-			}
-			r, err := store.DecodeRecord(run, store.Seq(seq), store.Digest(ph), store.Digest(h), raw)
+			r, err := chain.Next(seq, ph, h, raw)
 			if err != nil {
 				return err
 			}
-			if prev != nil && r.PrevHash != *prev {
-				return &store.CorruptError{Run: run, Seq: r.Seq, Detail: "prev_hash does not link to the previous record"}
-			}
-			prev = &r.Hash
-			expect++
 			if err := fn(r); err != nil {
 				return err
 			}
@@ -173,7 +161,7 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if from <= end && expect-1 != end {
+		if expect := chain.Expect(); from <= end && expect-1 != end {
 			return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("records missing: the run's head is seq %d", v.head.Seq)}
 		}
 		return nil
@@ -243,19 +231,16 @@ func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]stor
 		return nil, err
 	}
 	defer rows.Close()
-	out := []store.RunID{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		r, err := parseRun(id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+	return store.CollectRows(rows, scanRun)
+}
+
+// scanRun maps a row of one run id.
+func scanRun(row store.Rows) (store.RunID, error) {
+	var id string
+	if err := row.Scan(&id); err != nil {
+		return store.RunID{}, err
 	}
-	return out, rows.Err()
+	return parseRun(id)
 }
 
 func (s *Store) listActivity(ctx context.Context, query string, args ...any) ([]store.Activity, error) {
@@ -267,24 +252,10 @@ func (s *Store) listActivity(ctx context.Context, query string, args ...any) ([]
 		return nil, err
 	}
 	defer rows.Close()
-	out := []store.Activity{}
-	for rows.Next() {
-		var id string
-		var at int64
-		if err := rows.Scan(&id, &at); err != nil {
-			return nil, err
-		}
-		r, err := parseRun(id)
-		if err != nil {
-			return nil, err
-		}
-		if at < 0 {
-			return nil, &store.CorruptError{Run: r, Detail: "negative activity time"}
-		}
-		out = append(out, store.Activity{Run: r, At: uint64(at)})
-	}
-	return out, rows.Err()
+	return store.CollectRows(rows, scanActivity)
 }
+
+func scanActivity(row store.Rows) (store.Activity, error) { return store.ScanActivity(row, parseRun) }
 
 // RunsByOutcome implements store.Journal.
 func (s *Store) RunsByOutcome(ctx context.Context, outcome string, limit int) ([]store.RunID, error) {

@@ -66,6 +66,10 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, run store.RunID, epo
 
 // Append implements store.Journal.
 func (s *Store) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
+	// The batch is parsed in the writer, not here: parsing in the callers
+	// (store.ParseBatch) measured worse at 64 appenders on a busy 2-core
+	// machine (0.21 of the batched ceiling against 0.31-0.38), as callers
+	// slow to queue again split the groups.
 	run, err := store.ValidateBatch(epoch, batch)
 	if err != nil {
 		return nil, err

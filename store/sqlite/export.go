@@ -68,7 +68,7 @@ func (s *Store) ReadRuns(ctx context.Context, runs []store.RunID, limit int) ([]
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read heads: %w", err)
 	}
-	rows, err = tx.QueryContext(ctx, `SELECT run, seq, prev_hash, hash, raw FROM records WHERE tenant=? AND run>=? AND run<=? ORDER BY run, seq LIMIT ?`,
+	rows, err = tx.QueryContext(ctx, `SELECT run, seq, kind, case_id, prev_hash, hash, raw FROM records WHERE tenant=? AND run>=? AND run<=? ORDER BY run, seq LIMIT ?`,
 		s.tenant, runs[0].String(), runs[len(runs)-1].String(), limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read records of %d runs: %w", len(runs), err)
@@ -76,23 +76,27 @@ func (s *Store) ReadRuns(ctx context.Context, runs []store.RunID, limit int) ([]
 	defer rows.Close()
 	var out []store.Record
 	var cur store.RunID
+	var curText string
 	var next store.Seq
 	for rows.Next() {
-		var id string
+		var id, kind string
+		var caseID sql.NullString
 		var seq int64
 		var ph, h, raw []byte
-		if err := rows.Scan(&id, &seq, &ph, &h, &raw); err != nil {
+		if err := rows.Scan(&id, &seq, &kind, &caseID, &ph, &h, &raw); err != nil {
 			return nil, nil, fmt.Errorf("read records: %w", err)
 		}
-		run, err := store.ParseRunID(id)
-		if err != nil {
-			return nil, nil, &store.CorruptError{Detail: fmt.Sprintf("record row names run %q", id)}
+		run := cur
+		if id != curText {
+			if run, err = store.ParseRunID(id); err != nil {
+				return nil, nil, &store.CorruptError{Detail: fmt.Sprintf("record row names run %q", id)}
+			}
 		}
 		if _, asked := at[run]; !asked {
 			continue // a run created after the listing
 		}
-		if run != cur {
-			cur, next = run, 1
+		if run != cur || id != curText {
+			cur, curText, next = run, id, 1
 		}
 		if store.Seq(seq) != next {
 			return nil, nil, &store.CorruptError{Run: run, Seq: next, Detail: fmt.Sprintf("seq gap: found %d", seq)}
@@ -100,9 +104,18 @@ func (s *Store) ReadRuns(ctx context.Context, runs []store.RunID, limit int) ([]
 		if len(ph) != 32 || len(h) != 32 {
 			return nil, nil, &store.CorruptError{Run: run, Seq: store.Seq(seq), Detail: "stored hash is not 32 bytes"}
 		}
-		r, err := store.DecodeRecord(run, store.Seq(seq), store.Digest(ph), store.Digest(h), raw)
-		if err != nil {
-			return nil, nil, err
+		r := store.Record{Body: store.Body{Run: run, Seq: store.Seq(seq), Kind: kind}, PrevHash: store.Digest(ph), Hash: store.Digest(h), Raw: raw}
+		if caseID.Valid {
+			c, err := store.ParseCaseID(caseID.String)
+			if err != nil {
+				return nil, nil, &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("case column %q", caseID.String)}
+			}
+			r.Case = c
+		}
+		if kind == store.KindRunConcluded {
+			if r, err = store.DecodeRecord(run, store.Seq(seq), store.Digest(ph), store.Digest(h), raw); err != nil {
+				return nil, nil, err
+			}
 		}
 		next++
 		out = append(out, r)

@@ -130,16 +130,11 @@ func (s *Store) Cosignatures(ctx context.Context, size uint64) (map[string][]byt
 		return nil, fmt.Errorf("cosignatures at %d: %w", size, err)
 	}
 	defer rows.Close()
-	out := make(map[string][]byte)
-	for rows.Next() {
-		var w string
-		var lines []byte
-		if err := rows.Scan(&w, &lines); err != nil {
-			return nil, fmt.Errorf("cosignatures at %d: %w", size, err)
-		}
-		out[w] = lines
+	out, err := store.CollectCosignatures(rows)
+	if err != nil {
+		return nil, fmt.Errorf("cosignatures at %d: %w", size, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // MarkWitnessed implements store.PublicationStore.

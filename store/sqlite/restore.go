@@ -67,11 +67,20 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 		if err != nil {
 			return err
 		}
+		states, err := s.loadSealStates(bg, tx, seals)
+		if err != nil {
+			return err
+		}
 		stmts := &txStmts{tx: tx}
 		defer stmts.close()
 		var leaves []log.Hash
 		for i, b := range seals {
-			leaf, fresh, err := s.sealRun(bg, tx, stmts.exec, b.Run, b.Epoch, b.Outcome, size+uint64(len(leaves)))
+			st := states[i]
+			var fence error
+			if st.leased && st.epoch != b.Epoch {
+				fence = &store.FencedError{Run: b.Run, Held: b.Epoch, Current: st.epoch}
+			}
+			leaf, fresh, err := s.sealRun(bg, stmts.exec, b.Run, b.Epoch, b.Outcome, size+uint64(len(leaves)), st.runState, fence)
 			if err != nil {
 				return err
 			}
@@ -91,6 +100,69 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// sealState is a run's state and lease epoch, as SealBulk reads them.
+type sealState struct {
+	runState
+	leased bool
+	epoch  store.Epoch
+}
+
+// qSealStates reads the state and lease of the runs named in a JSON array,
+// in the array's order (the LEFT JOINs keep json_each the outer loop).
+const qSealStates = `SELECT q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, r.leaf, l.epoch FROM json_each(?) q
+	LEFT JOIN runs r ON r.tenant=? AND r.run=q.value
+	LEFT JOIN leases l ON l.tenant=? AND l.run=q.value ORDER BY q.key`
+
+// loadSealStates reads every sealed run's state in one statement, where
+// Seal reads two rows per run.
+func (s *Store) loadSealStates(ctx context.Context, tx *sql.Tx, seals []store.BulkSeal) ([]sealState, error) {
+	list := []byte{'['}
+	for i, b := range seals {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = append(append(append(list, '"'), b.Run.String()...), '"') // a run id needs no escaping
+	}
+	list = append(list, ']')
+	rows, err := tx.QueryContext(ctx, qSealStates, string(list), s.tenant, s.tenant)
+	if err != nil {
+		return nil, fmt.Errorf("read runs to seal: %w", err)
+	}
+	defer rows.Close()
+	out := make([]sealState, 0, len(seals))
+	for rows.Next() {
+		var id string
+		var seq, epoch sql.NullInt64
+		var hash []byte
+		var st sealState
+		if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &epoch); err != nil {
+			return nil, fmt.Errorf("read runs to seal: %w", err)
+		}
+		i := len(out)
+		if i >= len(seals) || id != seals[i].Run.String() {
+			return nil, fmt.Errorf("read runs to seal: row %d names run %q", i, id)
+		}
+		if seq.Valid {
+			if len(hash) != 32 || seq.Int64 < 1 {
+				return nil, &store.CorruptError{Run: seals[i].Run, Detail: "run head row is malformed"}
+			}
+			st.exists = true
+			st.head = store.Head{Seq: store.Seq(seq.Int64), Hash: store.Digest(hash)}
+		}
+		if epoch.Valid {
+			st.leased, st.epoch = true, store.Epoch(epoch.Int64)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read runs to seal: %w", err)
+	}
+	if len(out) != len(seals) {
+		return nil, fmt.Errorf("read runs to seal: %d rows for %d runs", len(out), len(seals))
 	}
 	return out, nil
 }

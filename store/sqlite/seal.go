@@ -26,7 +26,15 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 		exec := func(ctx context.Context, q string, args ...any) (sql.Result, error) {
 			return s.txExec(ctx, tx, q, args...)
 		}
-		l, fresh, err := s.sealRun(bg, tx, exec, run, epoch, outcome, size)
+		st, err := s.loadRun(bg, tx, run)
+		if err != nil {
+			return err
+		}
+		var fence error
+		if st.exists {
+			fence = s.checkFence(bg, tx, run, epoch)
+		}
+		l, fresh, err := s.sealRun(bg, exec, run, epoch, outcome, size, st, fence)
 		if err != nil || !fresh {
 			leaf = l
 			return err
@@ -43,20 +51,18 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 	return leaf, err
 }
 
-// sealRun decides one seal inside the writer's transaction and, if the run
-// was not sealed yet, marks it sealed at index; the caller adds its leaf to
-// the tree and grows the log. fresh is false for a re-seal (first seal
-// wins), which writes nothing. exec runs the update.
-func (s *Store) sealRun(ctx context.Context, tx *sql.Tx, exec execFunc, run store.RunID, epoch store.Epoch, outcome string, index uint64) (leaf store.Digest, fresh bool, err error) {
-	st, err := s.loadRun(ctx, tx, run)
-	if err != nil {
-		return leaf, false, err
-	}
+// sealRun decides one seal inside the writer's transaction, from the
+// run's state st and the fence's answer (both read by the caller in that
+// transaction), and, if the run was not sealed yet, marks it sealed at
+// index; the caller adds its leaf to the tree and grows the log. fresh is
+// false for a re-seal (first seal wins), which writes nothing. exec runs
+// the update.
+func (s *Store) sealRun(ctx context.Context, exec execFunc, run store.RunID, epoch store.Epoch, outcome string, index uint64, st runState, fence error) (leaf store.Digest, fresh bool, err error) {
 	if !st.exists {
 		return leaf, false, &store.NotFoundError{What: "run " + run.String()}
 	}
-	if err := s.checkFence(ctx, tx, run, epoch); err != nil {
-		return leaf, false, err
+	if fence != nil {
+		return leaf, false, fence
 	}
 	if st.sealedOutcome.Valid {
 		return store.Digest(st.leaf), false, nil // first seal wins

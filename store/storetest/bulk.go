@@ -112,10 +112,20 @@ func checkBulkRefusalWritesNothing(t *T) {
 	expect[*store.InvalidArgumentError](t, err, "bulk seal with a wrong outcome")
 	_, err = bw.SealBulk(t.ctx, []store.BulkSeal{{Run: ok1, Epoch: 1, Outcome: "succeeded"}, {Run: store.NewRunID(), Epoch: 1, Outcome: "succeeded"}})
 	expect[*store.NotFoundError](t, err, "bulk seal of an unknown run")
+	leasedRun := store.NewRunID()
+	ll := t.acquire(j, leasedRun, "owner", 30*time.Second)
+	t.append(j, ll.Epoch, conclude(leasedRun, "succeeded"))
+	_, err = bw.SealBulk(t.ctx, []store.BulkSeal{{Run: ok1, Epoch: 1, Outcome: "succeeded"}, {Run: leasedRun, Epoch: ll.Epoch + 1, Outcome: "succeeded"}})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Errorf("bulk seal with a fenced member: %v, want ErrFenced", err)
+	}
 	if cp, err := j.Checkpoint(t.ctx); err != nil || cp.Size != 0 {
 		t.Errorf("refused bulk seals grew the log: %+v %v", cp, err)
 	}
 	if ps, err := j.LogPositions(t.ctx, []store.RunID{ok1}); err != nil || ps[0] != nil {
 		t.Errorf("a refused bulk seal sealed its other run: %+v %v", ps, err)
+	}
+	if leaves, err := bw.SealBulk(t.ctx, []store.BulkSeal{{Run: leasedRun, Epoch: ll.Epoch, Outcome: "succeeded"}, {Run: ok1, Epoch: 1, Outcome: "succeeded"}}); err != nil || len(leaves) != 2 {
+		t.Errorf("bulk seal under the lease's epoch: %v %v", leaves, err)
 	}
 }
