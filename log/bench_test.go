@@ -118,6 +118,7 @@ func BenchmarkVerifyInclusion(b *testing.B) {
 		b.Fatal(err)
 	}
 	v := leafValue(i)
+	b.ReportAllocs()
 	for b.Loop() {
 		if err := VerifyInclusion(v, i, n, p, root); err != nil {
 			b.Fatal(err)
@@ -135,6 +136,7 @@ func BenchmarkVerifyConsistency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.ReportAllocs()
 	for b.Loop() {
 		if err := VerifyConsistency(m, n, oldRoot, root, p); err != nil {
 			b.Fatal(err)

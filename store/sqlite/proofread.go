@@ -41,7 +41,12 @@ const proofNodeChunk = 64
 const (
 	// qRunInLog reads the committed size, then the run's position, in one
 	// statement (a row even for an unknown run).
-	qRunInLog   = `SELECT coalesce((SELECT size FROM logs WHERE tenant=?1), 0), r.log_index, r.leaf FROM (SELECT 1) LEFT JOIN runs r ON r.tenant=?1 AND r.run=?2`
+	// qRunInLog also reads the run's stored level-0 node, so that a proof
+	// is never built for a leaf the stored tree does not hold (as on
+	// PostgreSQL).
+	qRunInLog = `SELECT coalesce((SELECT size FROM logs WHERE tenant=?1), 0), r.log_index, r.leaf, n.hash FROM (SELECT 1)
+		LEFT JOIN runs r ON r.tenant=?1 AND r.run=?2
+		LEFT JOIN log_nodes n ON n.tenant=?1 AND n.level=0 AND n.idx=r.log_index`
 	qCommitSize = `SELECT coalesce((SELECT size FROM logs WHERE tenant=?), 0)`
 )
 
@@ -202,18 +207,24 @@ func (s *Store) runInLog(ctx context.Context, run store.RunID) (size, index uint
 	}
 	var n int64
 	var idx sql.NullInt64
-	var l []byte
-	if err := st.QueryRowContext(ctx, s.tenant, run.String()).Scan(&n, &idx, &l); err != nil {
+	var l, lh []byte
+	if err := st.QueryRowContext(ctx, s.tenant, run.String()).Scan(&n, &idx, &l, &lh); err != nil {
 		return 0, 0, leaf, false, fmt.Errorf("read run %s: %w", run, err)
 	}
 	if n < 0 {
 		return 0, 0, leaf, false, &store.CorruptError{Detail: "negative log size"}
 	}
-	if !idx.Valid {
+	if !idx.Valid || idx.Int64 >= n {
 		return uint64(n), 0, leaf, false, nil
 	}
 	if idx.Int64 < 0 || len(l) != 32 {
 		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: "malformed log position"}
+	}
+	if lh == nil {
+		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", idx.Int64)}
+	}
+	if want := log.LeafHash(log.Hash(l)); string(lh) != string(want[:]) {
+		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", idx.Int64)}
 	}
 	return uint64(n), uint64(idx.Int64), log.Hash(l), true, nil
 }

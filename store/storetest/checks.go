@@ -103,6 +103,7 @@ var checks = []check{
 	{"integrity/sound-store-verifies", checkSoundStoreVerifies},
 	{"integrity/zeroed-log-node", checkZeroedLogNode},
 	{"integrity/zeroed-leaf-hash", checkZeroedLeafHash},
+	{"integrity/inclusion-proof-zeroed-leaf-node", checkInclusionProofOfAlteredLeafNode},
 	{"integrity/deleted-log-node", checkDeletedLogNode},
 	{"integrity/extra-log-node", checkExtraLogNode},
 	{"integrity/changed-sealed-outcome", checkChangedSealedOutcome},

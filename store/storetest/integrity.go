@@ -248,3 +248,47 @@ func checkEditedWitnessedNote(t *T) {
 	t.tamper(f.j, `UPDATE witnessed SET note = ? WHERE tenant = ? AND size = 5`, fakeNote(f.origin, 5, forged), f.j.Tenant())
 	t.wantLogCorrupt(f, "replacing the root in the witnessed note at size 5")
 }
+
+// checkInclusionProofOfAlteredLeafNode: a proof is built from stored nodes,
+// so a run's stored level-0 node that is zeroed or deleted must make its
+// inclusion proof fail as corrupt, not return a proof for a leaf the stored
+// tree does not hold (or a NodeNotFound that reads as "not yet sealed").
+func checkInclusionProofOfAlteredLeafNode(t *T) {
+	for _, attack := range []struct {
+		name, query string
+		zero        bool
+	}{
+		{"zeroing the stored leaf hash (0, 4)", `UPDATE log_nodes SET hash = ? WHERE tenant = ? AND level = 0 AND idx = 4`, true},
+		{"deleting the stored leaf hash (0, 4)", `DELETE FROM log_nodes WHERE tenant = ? AND level = 0 AND idx = 4`, false},
+	} {
+		f := t.sealedLog()
+		var run *store.RunID
+		for _, r := range f.sealed {
+			inc, err := f.j.InclusionProof(t.ctx, r)
+			if err != nil {
+				t.Fatalf("InclusionProof(%s) of a sound store: %v", r, err)
+			}
+			if inc != nil && inc.Index == 4 {
+				run = &r
+			}
+		}
+		if run == nil {
+			t.Fatalf("no sealed run at log index 4")
+		}
+		if attack.zero {
+			t.tamper(f.j, attack.query, make([]byte, 32), f.j.Tenant())
+		} else {
+			t.tamper(f.j, attack.query, f.j.Tenant())
+		}
+		for _, proof := range []func() (*store.Inclusion, error){
+			func() (*store.Inclusion, error) { return f.j.InclusionProof(t.ctx, *run) },
+			func() (*store.Inclusion, error) { return f.j.InclusionProofAt(t.ctx, *run, 5) },
+		} {
+			inc, err := proof()
+			var ce *store.CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("after %s, the inclusion proof of %s = %+v, %v; want a *store.CorruptError", attack.name, *run, inc, err)
+			}
+		}
+	}
+}
