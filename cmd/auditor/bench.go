@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/audit"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
 	"github.com/runseal/runseal/internal/benchjournal"
@@ -191,7 +192,7 @@ func (a *app) bench(ctx context.Context, size int64, parent string, keep bool, r
 		start := time.Now()
 		verr := ver.Run()
 		secs := time.Since(start).Seconds()
-		var vrep verifyOutput
+		var vrep audit.Output
 		if err := json.Unmarshal(out.Bytes(), &vrep); err != nil {
 			return fmt.Errorf("verifier output (%v): %w", verr, err)
 		}

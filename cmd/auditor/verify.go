@@ -53,14 +53,6 @@ const verifyExample = `  auditor verify pkg.jsonl --log-key "$(cat log.vkey)" --
   auditor verify pkg.jsonl --log-key @log.vkey --policy witnesses.policy --disclosure-key @disclosure.vkey --json
   curl -s https://example.com/pkg.jsonl | auditor verify - --policy p.txt --disclosure-key @disclosure.vkey`
 
-// verifyOutput is what verify --json prints.
-type verifyOutput struct {
-	File     string `json:"file"`
-	ExitCode int    `json:"exit_code"`
-	*disclosure.Report
-	Sealing *sealed.Inspection `json:"sealing,omitempty"` // sealing.go
-}
-
 func (a *app) verifyCmd() *cobra.Command {
 	var tf trustFlags
 	var asJSON, noProgress bool
@@ -103,7 +95,7 @@ func (a *app) verifyCmd() *cobra.Command {
 				"records", rep.Counts.Records, "seconds", time.Since(start).Seconds())
 			code := verdictCode(rep.Verdict)
 			if asJSON {
-				if err := writeJSON(a.stdout, verifyOutput{File: args[0], ExitCode: code, Report: rep, Sealing: sealingOf(&insp)}); err != nil {
+				if err := (audit.Output{File: args[0], ExitCode: code, Report: rep, Sealing: sealingOf(&insp)}).WriteJSON(a.stdout); err != nil {
 					return err
 				}
 			} else {

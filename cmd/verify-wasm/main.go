@@ -25,7 +25,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,15 +133,7 @@ func verify(ctx context.Context, p js.Value) map[string]any {
 	}
 	// As auditor verify --json prints it.
 	var jsonText strings.Builder
-	enc := json.NewEncoder(&jsonText)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(struct {
-		File     string `json:"file"`
-		ExitCode int    `json:"exit_code"`
-		*disclosure.Report
-		Sealing *sealed.Inspection `json:"sealing,omitempty"`
-	}{name, code, rep, sealing}); err == nil {
+	if err := (audit.Output{File: name, ExitCode: code, Report: rep, Sealing: sealing}).WriteJSON(&jsonText); err == nil {
 		out["json"] = jsonText.String()
 	}
 	if verr != nil {
