@@ -1,6 +1,10 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/runseal/runseal/log"
+)
 
 // MaxLogRange bounds one read of log leaves or nodes by position, so that
 // no caller (a tiles request, say) can make one read hold an unbounded
@@ -47,4 +51,31 @@ func (r *LogRange) Done() ([]Digest, error) {
 		return nil, &NotFoundError{What: fmt.Sprintf("%s %d", r.What, r.Start+uint64(len(r.out)))}
 	}
 	return r.out, nil
+}
+
+// BeyondLog is the error for a size argument (named by field) above the
+// log's committed size: a proof or root at a size the log has not reached.
+func BeyondLog(field string, n, size uint64) error {
+	return &InvalidArgumentError{Field: field, Detail: fmt.Sprintf("%d is beyond the log's %d leaves", n, size)}
+}
+
+// ProofSize is the tree size an inclusion proof is taken at: the committed
+// size, or at when the caller names one, which must not be beyond it.
+func ProofSize(committed uint64, at *uint64) (uint64, error) {
+	if at == nil {
+		return committed, nil
+	}
+	if *at > committed {
+		return 0, BeyondLog("size", *at, committed)
+	}
+	return *at, nil
+}
+
+// Digests converts the log package's hashes to the store's digests.
+func Digests(hs []log.Hash) []Digest {
+	out := make([]Digest, len(hs))
+	for i, h := range hs {
+		out[i] = Digest(h)
+	}
+	return out
 }

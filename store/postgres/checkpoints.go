@@ -38,7 +38,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, sc store.SignedCheckpoint) (
 		return store.SignedCheckpoint{}, fmt.Errorf("read log size: %w", err)
 	}
 	if sc.Size > uint64(size) {
-		return store.SignedCheckpoint{}, sizeError("size", sc.Size, uint64(size))
+		return store.SignedCheckpoint{}, store.BeyondLog("size", sc.Size, uint64(size))
 	}
 	root, err := log.Root(ctx, nodes{q: tx, tenant: s.tenant, sql: &s.q}, sc.Size)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Store) CheckpointAt(ctx context.Context, size uint64) (store.Checkpoint
 	var cp store.Checkpoint
 	err := s.logSnapshot(ctx, func(_ pgx.Tx, r nodes, n uint64) error {
 		if size > n {
-			return sizeError("size", size, n)
+			return store.BeyondLog("size", size, n)
 		}
 		root, err := log.Root(ctx, r, size)
 		if err != nil {

@@ -147,18 +147,6 @@ func (s *Store) logSnapshot(ctx context.Context, fn func(tx pgx.Tx, r nodes, siz
 	return tx.Commit(ctx)
 }
 
-func digests(hs []log.Hash) []store.Digest {
-	out := make([]store.Digest, len(hs))
-	for i, h := range hs {
-		out[i] = store.Digest(h)
-	}
-	return out
-}
-
-func sizeError(field string, n, size uint64) error {
-	return &store.InvalidArgumentError{Field: field, Detail: fmt.Sprintf("%d is beyond the log's %d leaves", n, size)}
-}
-
 // Checkpoint implements store.Journal.
 func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
 	size, err := s.committedSize(ctx)
@@ -184,13 +172,13 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 		return nil, s.readErr("consistency proof", err)
 	}
 	if newSize > size {
-		return nil, sizeError("new_size", newSize, size)
+		return nil, store.BeyondLog("new_size", newSize, size)
 	}
 	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
 	if err != nil {
 		return nil, s.readErr("consistency proof", fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err))
 	}
-	return digests(p), nil
+	return store.Digests(p), nil
 }
 
 // InclusionProof implements store.Journal.
@@ -211,12 +199,9 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), err)
 	}
-	size := committed
-	if at != nil {
-		if *at > size {
-			return nil, sizeError("size", *at, size)
-		}
-		size = *at
+	size, err := store.ProofSize(committed, at)
+	if err != nil {
+		return nil, err
 	}
 	if !sealed || index >= size {
 		return nil, nil
@@ -225,7 +210,7 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), fmt.Errorf("inclusion proof of run %s: %w", run, err))
 	}
-	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: digests(p)}, nil
+	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: store.Digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one query for all the runs.

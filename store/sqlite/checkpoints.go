@@ -33,7 +33,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, sc store.SignedCheckpoint) (
 			return err
 		}
 		if sc.Size > size {
-			return sizeError("size", sc.Size, size)
+			return store.BeyondLog("size", sc.Size, size)
 		}
 		root, err := log.Root(bg, s.reader(tx), sc.Size)
 		if err != nil {
@@ -92,7 +92,7 @@ func (s *Store) CheckpointAt(ctx context.Context, size uint64) (store.Checkpoint
 		return store.Checkpoint{}, err
 	}
 	if size > n {
-		return store.Checkpoint{}, sizeError("size", size, n)
+		return store.Checkpoint{}, store.BeyondLog("size", size, n)
 	}
 	root, err := log.Root(ctx, s.proofNodes(n), size)
 	if err != nil {

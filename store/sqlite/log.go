@@ -127,14 +127,6 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 func (s *Store) reader(tx *sql.Tx) nodes { return nodes{q: tx, tenant: s.tenant} }
 
-func digests(hs []log.Hash) []store.Digest {
-	out := make([]store.Digest, len(hs))
-	for i, h := range hs {
-		out[i] = store.Digest(h)
-	}
-	return out
-}
-
 // Checkpoint implements store.Journal.
 func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
 	size, err := s.committedSize(ctx)
@@ -148,10 +140,6 @@ func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
 	return store.Checkpoint{Origin: s.Origin(), Size: size, Root: store.Digest(root)}, nil
 }
 
-func sizeError(field string, n, size uint64) error {
-	return &store.InvalidArgumentError{Field: field, Detail: fmt.Sprintf("%d is beyond the log's %d leaves", n, size)}
-}
-
 // ConsistencyProof implements store.Journal. Like every proof it reads no
 // snapshot (see proofReads): the size first, then nodes that cannot change.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
@@ -163,13 +151,13 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 		return nil, err
 	}
 	if newSize > size {
-		return nil, sizeError("new_size", newSize, size)
+		return nil, store.BeyondLog("new_size", newSize, size)
 	}
 	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
 	if err != nil {
 		return nil, fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
 	}
-	return digests(p), nil
+	return store.Digests(p), nil
 }
 
 // InclusionProof implements store.Journal.
@@ -190,12 +178,9 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, err
 	}
-	size := committed
-	if at != nil {
-		if *at > size {
-			return nil, sizeError("size", *at, size)
-		}
-		size = *at
+	size, err := store.ProofSize(committed, at)
+	if err != nil {
+		return nil, err
 	}
 	if !sealed || index >= size {
 		return nil, nil
@@ -204,7 +189,7 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, fmt.Errorf("inclusion proof of run %s: %w", run, err)
 	}
-	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: digests(p)}, nil
+	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: store.Digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one read snapshot with one query
