@@ -80,6 +80,42 @@ func (f *faultJournal) Append(ctx context.Context, epoch store.Epoch, batch []st
 	return recs, err
 }
 
+// Atomic wraps the store's transaction with the same schedule: the write
+// is counted when work has run, and a failure that does not land is
+// returned from inside the transaction, so that everything work wrote in it
+// (the study's derived rows) rolls back with the records.
+func (f *faultJournal) Atomic() store.AtomicJournal {
+	a := f.Journal.Atomic()
+	if a == nil {
+		return nil
+	}
+	return faultAtomic{f: f, inner: a}
+}
+
+type faultAtomic struct {
+	f     *faultJournal
+	inner store.AtomicJournal
+}
+
+func (a faultAtomic) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
+	var fail, land bool
+	recs, err := a.inner.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
+		batch, err := work(ctx, tx)
+		if err != nil || len(batch) == 0 {
+			return batch, err
+		}
+		fail, land = a.f.hit("append " + batch[0].Kind)
+		if fail && !land {
+			return nil, errInjected
+		}
+		return batch, nil
+	})
+	if fail && land && err == nil {
+		return nil, lost("append")
+	}
+	return recs, err
+}
+
 func (f *faultJournal) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
 	fail, land := f.hit("seal")
 	if fail && !land {
