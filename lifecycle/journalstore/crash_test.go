@@ -603,6 +603,7 @@ func newCrashEnv(t *testing.T) *crashEnv {
 // storage's.
 func verifyStudy(t *testing.T, ctx context.Context, s *journalstore.Storage, j store.Journal, study lifecycle.StudyID) {
 	t.Helper()
+	checkListing(t, ctx, s, j, study)
 	if err := checkRebuild(ctx, s, j); err != nil {
 		t.Fatal(err)
 	}
@@ -686,6 +687,10 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 							e.j.arm(k, landed)
 							err := sc.op(e)
 							e.j.disarm()
+							// The derived rows commit with the study run
+							// record or not at all: whatever failed, they
+							// are at the journal's head before any recovery.
+							checkRowsAtHead(t, e.ctx, e.j, e.study)
 							happened := k > sc.commit || (k == sc.commit && landed)
 							if err != nil && lifecycle.KindOf(err) != lifecycle.KindStorage {
 								t.Fatalf("the failure surfaced as %v", err)
@@ -712,6 +717,7 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 					e.j.arm(k, true)
 					sc.op(e)
 					e.j.disarm()
+					checkRowsAtHead(t, e.ctx, e.j, e.study)
 					happened := k >= sc.commit
 					e.j.arm(1, false)
 					_, err := e.s.InspectStudy(e.ctx, e.study)
