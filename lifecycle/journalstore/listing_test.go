@@ -12,10 +12,12 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/internal/pgtest"
+	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/postgres"
+	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
@@ -348,4 +350,41 @@ func TestListOutboxPage_BackfillsAStudyWrittenBeforeDerivedRows(t *testing.T) {
 	if got := pageThrough(t, ctx, s2, study, 5); len(got[1].Completed) != 2 {
 		t.Fatalf("record 2's completions after the replacement: %+v", got[1].Completed)
 	}
+}
+
+// TestJournalStorage_SealingStoreRebase: on a sealing journal (store/sealed)
+// the store writes other bytes than the record the view folded before the
+// write, so another hash; the view takes the written record's hash, the
+// mirrors owed to it name that hash, and a storage that loads the study
+// afresh folds it (a mirror naming the folded record's hash would not).
+func TestJournalStorage_SealingStoreRebase(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st := openJournal(t, filepath.Join(dir, "journal.db"))
+	t.Cleanup(func() { st.Close() })
+	ring, err := keyring.OpenFile(filepath.Join(dir, "keys"))
+	must(t, err)
+	j := sealed.New(st, ring, sealed.Options{})
+	s := newJournalStorage(t, j)
+	study, err := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	must(t, err)
+	key := terminalWithIntent(t, ctx, s, study)
+	_, err = s.AdvanceOutbox(ctx, lifecycle.OutboxAdvanceRequest{Key: key, Phase: lifecycle.PhaseCallbacks})
+	must(t, err)
+	terminalWithIntent(t, ctx, s, study)
+	checkRowsAtHead(t, ctx, j, study)
+	checkListing(t, ctx, s, j, study)
+	v, err := journalstore.ReadStudyView(ctx, j, study)
+	must(t, err)
+	if len(v.Pending) > 0 || len(v.Trials) != 2 || !v.Trials[0].Sealed {
+		t.Fatalf("the study after its writes: pending %v, trials %+v", v.Pending, v.Trials)
+	}
+	must(t, s.Close())
+	s2 := newJournalStorage(t, j)
+	defer s2.Close()
+	if _, err := s2.InspectStudy(ctx, study); err != nil {
+		t.Fatalf("a fresh storage loads the study: %v", err)
+	}
+	terminalWithIntent(t, ctx, s2, study)
+	checkListing(t, ctx, s2, j, study)
 }
