@@ -28,7 +28,7 @@ import (
 // evidence: a study whose rows are behind its study run (a journal written
 // by an older runseal, or by one without derived rows) has them rebuilt
 // from the fold, under the study's lock, before a page is read; the
-// journal stays the authority (spec/lifecycle.md 14.7).
+// journal stays the authority (spec/lifecycle.md 14.9).
 
 // rowStore is a store's derived rows: store/sqlite.Store and
 // store/postgres.Store have it, found through wrappers' Unwrap or Inner.

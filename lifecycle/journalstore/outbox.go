@@ -186,7 +186,7 @@ func (s *Storage) ListOutbox(ctx context.Context) ([]lifecycle.OutboxRecord, err
 // ListOutboxPage implements [lifecycle.Storage]. On a store with derived rows
 // (store/sqlite, store/postgres) a page is one range read of the study's
 // outbox rows, after one read of its summary row: nothing else of the
-// study is read, and no view is built (spec/lifecycle.md 14.7). A study
+// study is read, and no view is built (spec/lifecycle.md 14.9). A study
 // whose rows are behind its journal (written by an older runseal) has them
 // rebuilt first, once. On another store the page is read from the study's
 // view.
