@@ -174,10 +174,11 @@ func readStudyRow(ctx context.Context, rs rowStore, id lifecycle.StudyID) (row s
 }
 
 // syncRows makes the study's rows reflect its view, which is current
-// under the study's lock: if the summary row is behind the view's study
-// run head (an older journal, or a writer without derived rows), every
-// row is written again from the view, in one transaction that first
-// checks the study run is still at the view's head.
+// under the study's lock, unless st.listed says they do: if the summary
+// row is behind the view's study run head (an older journal, or a writer
+// without derived rows), every row is written again from the view, in one
+// transaction that first checks the study run is still at the view's
+// head.
 func (s *Storage) syncRows(ctx context.Context, st *jstudy) error {
 	v := st.v
 	if s.rows == nil || st.listed == v.head.Seq {
@@ -242,6 +243,10 @@ func (s *Storage) currentRow(ctx context.Context, op string, id lifecycle.StudyI
 		return studyRow{}, err
 	}
 	defer st.unlock()
+	st.listed = 0 // check again: another writer may have left them behind
+	if err := s.syncRows(ctx, st); err != nil {
+		return studyRow{}, journalError(op, err)
+	}
 	row, _, ok, err = readStudyRow(ctx, s.rows, id)
 	if err == nil && !ok {
 		err = errors.New("the study's summary row is missing after its rebuild")

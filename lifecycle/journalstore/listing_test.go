@@ -3,6 +3,7 @@ package journalstore_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"math"
 	"os"
@@ -387,4 +388,36 @@ func TestJournalStorage_SealingStoreRebase(t *testing.T) {
 	}
 	terminalWithIntent(t, ctx, s2, study)
 	checkListing(t, ctx, s2, j, study)
+}
+
+// TestListOutboxPage_RowsBehindAreRebuilt: a study whose rows fell behind
+// its journal while a storage had it loaded (a writer without derived
+// rows; here the rows are deleted by hand) is listed from rows rebuilt
+// from the fold, not from the stale rows.
+func TestListOutboxPage_RowsBehindAreRebuilt(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	st := openJournal(t, path)
+	t.Cleanup(func() { st.Close() })
+	s := newJournalStorage(t, st)
+	defer s.Close()
+	study, err := s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
+	must(t, err)
+	for range 3 {
+		terminalWithIntent(t, ctx, s, study)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	must(t, err)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `DELETE FROM derived_rows WHERE scope LIKE '%/'||? AND pos > 1`, string(study)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE derived_rows SET at = 3 WHERE pos = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if got := pageThrough(t, ctx, s, study, 2); len(got) != 3 {
+		t.Fatalf("listed %d records after the rows fell behind", len(got))
+	}
+	checkRowsAtHead(t, ctx, st, study)
+	checkListing(t, ctx, s, st, study)
 }

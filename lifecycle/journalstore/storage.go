@@ -199,10 +199,14 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 			return nil, err
 		}
 		st.v = v
-	}
-	if err := s.syncRows(ctx, st); err != nil {
-		st.unlock()
-		return nil, journalError(op, err)
+		// A study loaded has its rows checked (and rebuilt if behind)
+		// once; after that its own writes keep them current, and so do
+		// other processes' (a listing that finds them behind has them
+		// rebuilt, currentRow).
+		if err := s.syncRows(ctx, st); err != nil {
+			st.unlock()
+			return nil, journalError(op, err)
+		}
 	}
 	return st, nil
 }
