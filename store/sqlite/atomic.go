@@ -46,8 +46,12 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		if err := s.checkFence(wctx, tx, run, epoch); err != nil {
 			return err
 		}
+		// work runs with the writer's context, which ignores the caller's
+		// cancellation as every write in the group does: a statement
+		// interrupted inside the group's transaction would roll back the
+		// whole group.
 		t := &atomicTx{s: s, tx: tx}
-		batch, err := work(ctx, t)
+		batch, err := work(wctx, t)
 		t.done = true
 		if err != nil {
 			return err
