@@ -283,7 +283,7 @@ func (a *app) benchRing(dir string) (keyring.Ring, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return r, func() error { return nil }, nil
+	return r, r.Close, nil
 }
 
 func printBench(w io.Writer, r benchReport) {
