@@ -250,3 +250,24 @@ func TestFile_NewScopeDirectoriesAreDurable(t *testing.T) {
 	}
 	durableBefore(t, events, filepath.Join(f.Dir(), "acme", "run", "01M8SNY25MTQ9VP1YG42CGNP5K.key"), filepath.Join(f.Dir(), "acme", "run"), "wrap")
 }
+
+// TestOpenFile_TrailingSlashDirWraps: a ring opened as "DIR/" (as a shell
+// completes it) creates and uses keys as "DIR" does; the walk that makes
+// new directories durable stops at the ring's directory however it was
+// spelled.
+func TestOpenFile_TrailingSlashDirWraps(t *testing.T) {
+	ctx := context.Background()
+	f, err := keyring.OpenFile(filepath.Join(t.TempDir(), "ring") + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const s = "t/case/01M8SNY25MTQ9VP1YG42CGNP5K"
+	_, w, err := f.Wrap(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Unwrap(ctx, s, w); err != nil {
+		t.Fatal(err)
+	}
+}

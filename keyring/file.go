@@ -83,6 +83,7 @@ func OpenFile(dir string) (*File, error) {
 	if dir == "" {
 		return nil, errors.New("key ring: empty directory name")
 	}
+	dir = filepath.Clean(dir) // the stop of mkdirs' walk up: "keys/" is "keys"
 	_, serr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("key ring: %w", err)
@@ -160,8 +161,8 @@ func (f *File) mkdirs(ctx context.Context, dir string) error {
 	if known {
 		return nil
 	}
-	if dir != f.dir {
-		if err := f.mkdirs(ctx, filepath.Dir(dir)); err != nil {
+	if parent := filepath.Dir(dir); dir != f.dir && parent != dir {
+		if err := f.mkdirs(ctx, parent); err != nil {
 			return err
 		}
 	}
