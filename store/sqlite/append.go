@@ -174,22 +174,32 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, batch [
 }
 
 func (s *Store) claimAdmission(ctx context.Context, tx *sql.Tx, key string, run store.RunID, now time.Time) error {
-	var holder string
-	err := tx.QueryRowContext(ctx, `SELECT run FROM admissions WHERE tenant=? AND key=?`, s.tenant, key).Scan(&holder)
-	if err == nil {
-		h, perr := store.ParseRunID(holder)
-		if perr != nil {
-			return &store.CorruptError{Detail: fmt.Sprintf("admission key %q names unparseable run %q", key, holder)}
-		}
-		return &store.DuplicateAdmissionError{Key: key, Holder: h}
+	if err := s.checkAdmission(ctx, tx, key); err != nil {
+		return err
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("check admission key: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`, s.tenant, key, run.String(), now.UnixNano()); err != nil {
+	if _, err := s.txExec(ctx, tx, qClaim, s.tenant, key, run.String(), now.UnixNano()); err != nil {
 		return fmt.Errorf("claim admission key: %w", err)
 	}
 	return nil
+}
+
+// checkAdmission refuses key if a run of this tenant already holds it. The
+// lookup runs through the writer's prepared statement: a batch checks it
+// for every admission record it decides.
+func (s *Store) checkAdmission(ctx context.Context, tx *sql.Tx, key string) error {
+	var holder string
+	err := s.queryRow(ctx, tx, qAdmission, s.tenant, key).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check admission key: %w", err)
+	}
+	h, perr := store.ParseRunID(holder)
+	if perr != nil {
+		return &store.CorruptError{Detail: fmt.Sprintf("admission key %q names unparseable run %q", key, holder)}
+	}
+	return &store.DuplicateAdmissionError{Key: key, Holder: h}
 }
 
 // untilLayout sorts as text in time order for years 0000-9999.
