@@ -23,11 +23,11 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
-	s     *Store // the tenant's view that submitted it
-	run   store.RunID
-	epoch store.Epoch
-	batch []store.Append
-	out   []store.Record
+	s      *Store // the tenant's view that submitted it
+	run    store.RunID
+	epoch  store.Epoch
+	parsed *store.Parsed // parsed by the caller; built on the run's head here
+	out    []store.Record
 }
 
 // batchRun is what a batch knows and decides about one run.
@@ -159,7 +159,7 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 	if br.leased && br.epoch != r.epoch {
 		return nil, &store.FencedError{Run: r.run, Held: r.epoch, Current: br.epoch}
 	}
-	prepared, err := store.BuildBatch(br.st.head, r.epoch, r.batch)
+	prepared, err := r.parsed.Build(br.st.head)
 	if err != nil {
 		return nil, err
 	}
