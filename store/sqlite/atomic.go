@@ -62,14 +62,14 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		if len(batch) == 0 {
 			return &store.InvalidArgumentError{Field: "batch", Detail: "work returned no records; an atomic append writes at least one"}
 		}
-		got, err := store.ValidateBatch(epoch, batch)
+		parsed, err := store.ParseBatch(epoch, batch)
 		if err != nil {
 			return err
 		}
-		if got != run {
+		if got := parsed.Run(); got != run {
 			return &store.InvalidArgumentError{Field: "batch", Detail: fmt.Sprintf("work returned a record of run %s inside the transaction of run %s", got, run)}
 		}
-		out, err = s.appendTx(tx, run, epoch, batch)
+		out, err = s.appendTx(tx, run, epoch, parsed)
 		return err
 	}})
 	if err != nil {
