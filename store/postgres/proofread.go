@@ -38,15 +38,19 @@ const DefaultNodeCacheBytes = 16 << 20
 // the run's position and its stored leaf (a row even for an unknown run),
 // then one row per stored node among the leaf's node, the siblings of its
 // path and the right border of the tree of size $4 (the committed size
-// when NULL), on the levels below $3.
+// when NULL), on the levels below $3. The levels are a constant series
+// filtered by $3, not a series up to $3, so that the planner estimates the
+// same rows with the parameter as without: a generic plan then costs what
+// a custom one does and the prepared statement keeps it (with the series
+// up to $3 the server planned every execution anew, 0.7 ms each).
 const qRunInLog = `WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
 	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2),
 	w(level, idx) AS (
 		SELECT 0, r.log_index FROM r WHERE r.log_index IS NOT NULL
-		UNION SELECT l, (r.log_index >> l) # 1::bigint FROM r, generate_series(0, $3::int - 1) l
-			WHERE r.log_index IS NOT NULL
+		UNION SELECT l, (r.log_index >> l) # 1::bigint FROM r, generate_series(0, 63) l
+			WHERE r.log_index IS NOT NULL AND l < $3::int
 		UNION SELECT l, (t.size >> l) - 1 FROM (SELECT coalesce($4::bigint, s.size) AS size FROM s) t,
-			generate_series(0, $3::int - 1) l WHERE ((t.size >> l) & 1) = 1)
+			generate_series(0, 63) l WHERE l < $3::int AND ((t.size >> l) & 1) = 1)
 	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
 	UNION ALL
 	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash FROM w JOIN {S}.log_nodes n
