@@ -57,11 +57,16 @@ const qRunInLog = `WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE t
 		ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`
 
 // qSizeNodes is, in one round trip, a first row with the committed size,
-// then one row per stored node among the ($2, $3) pairs.
+// then one row per stored node among the ($2[k], $3[k]) pairs. The pairs
+// are subscripted from a constant series (a proof reads at most 2*64
+// nodes) rather than unnested, for the reason given at qRunInLog: the
+// planner's estimate of an unnested array parameter differs with and
+// without its value, and the server then plans every execution anew.
 const qSizeNodes = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), NULL::integer, NULL::bigint, NULL::bytea
 	UNION ALL
-	SELECT NULL, n.level, n.idx, n.hash FROM unnest($2::int[], $3::bigint[]) AS w(level, idx)
-		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`
+	SELECT NULL, n.level, n.idx, n.hash FROM generate_series(1, 128) k
+		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = ($2::int[])[k] AND n.idx = ($3::bigint[])[k]
+		WHERE k <= cardinality($2::int[])`
 
 // proofNodes is the node reader of the read paths for a tree of size
 // leaves, committed: the cache in front of the pool.
@@ -180,6 +185,9 @@ func (s *Store) committedSize(ctx context.Context) (uint64, error) {
 func (s *Store) sizeAndNodes(ctx context.Context, ids []compact.NodeID) (uint64, []log.Node, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, nil, err
+	}
+	if len(ids) > 128 {
+		return 0, nil, fmt.Errorf("read log size and nodes: %d nodes; a proof reads at most 128", len(ids))
 	}
 	levels := make([]int32, 0, len(ids))
 	idxs := make([]int64, 0, len(ids))
