@@ -84,3 +84,29 @@ func TestNodeCacheMissing_IsWhatAReadSendsOn(t *testing.T) {
 		t.Fatalf("Missing %v, the store was asked for %v", want, r.ids)
 	}
 }
+
+// TestAhead_ReadsOnlyWhatWasNotFetched: nodes read ahead are answered
+// from memory, in the caller's order, and only the others reach the store,
+// in one call.
+func TestAhead_ReadsOnlyWhatWasNotFetched(t *testing.T) {
+	ctx := context.Background()
+	s := buildStore(t, leafValues(16))
+	ids := []compact.NodeID{compact.NewNodeID(0, 3), compact.NewNodeID(1, 0), compact.NewNodeID(2, 3), compact.NewNodeID(0, 9)}
+	want, err := s.ReadNodes(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := []Node{{ID: ids[2], Hash: want[2]}, {ID: ids[0], Hash: want[0]}}
+	r := &recordingReader{NodeReader: s}
+	got, err := Ahead(fetched, r).ReadNodes(ctx, ids)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Ahead: %v %v, want %v", got, err, want)
+	}
+	if !slices.Equal(r.ids, []compact.NodeID{ids[1], ids[3]}) {
+		t.Fatalf("the store was asked for %v, want the two not fetched", r.ids)
+	}
+	r.ids = nil
+	if _, err := Ahead(fetched, r).ReadNodes(ctx, []compact.NodeID{ids[2], ids[0]}); err != nil || r.ids != nil {
+		t.Fatalf("all fetched: %v, store asked for %v", err, r.ids)
+	}
+}

@@ -79,9 +79,10 @@ func (s *Store) proofNodes(size uint64) log.NodeReader {
 // misses: nodes a proof's one statement read with the size.
 func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
 	s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size)
-	var r log.NodeReader = nodes{q: s.pool, tenant: s.tenant, sql: &s.q}
+	n := nodes{q: s.pool, tenant: s.tenant, sql: &s.q}
+	var r log.NodeReader = n
 	if ahead != nil {
-		r = fetched{ahead: ahead, store: r, trips: s}
+		r = log.Ahead(ahead, counted{n, s})
 	}
 	return s.nodeCache.Reader(r, size)
 }
@@ -91,46 +92,16 @@ func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
 // proof once the node cache is warm.
 func (s *Store) ProofRoundTrips() uint64 { return s.trips.Load() }
 
-// fetched answers a proof's reads from the nodes its statement read ahead,
-// and reads any other from the store, one more round trip.
-type fetched struct {
-	ahead []log.Node
-	store log.NodeReader
-	trips *Store
+// counted is the store's node reader behind log.Ahead: a read that
+// reaches it is one more round trip of a proof.
+type counted struct {
+	nodes
+	s *Store
 }
 
-func (f fetched) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
-	out := make([]log.Hash, len(ids))
-	var miss []int
-next:
-	for i, id := range ids {
-		for _, n := range f.ahead {
-			if n.ID == id {
-				out[i] = n.Hash
-				continue next
-			}
-		}
-		miss = append(miss, i)
-	}
-	if len(miss) == 0 {
-		return out, nil
-	}
-	want := make([]compact.NodeID, len(miss))
-	for k, i := range miss {
-		want[k] = ids[i]
-	}
-	f.trips.trips.Add(1)
-	got, err := f.store.ReadNodes(ctx, want)
-	if err != nil {
-		return nil, err
-	}
-	if len(got) != len(want) {
-		return nil, fmt.Errorf("node store returned %d hashes for %d nodes", len(got), len(want))
-	}
-	for k, i := range miss {
-		out[i] = got[k]
-	}
-	return out, nil
+func (c counted) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
+	c.s.trips.Add(1)
+	return c.nodes.ReadNodes(ctx, ids)
 }
 
 // scanNode reads a node row's level, index and hash.
