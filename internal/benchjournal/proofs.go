@@ -26,8 +26,8 @@ type cacheReporter interface {
 	NodeCacheStats() log.CacheStats
 }
 
-// tripReporter is a Prover that counts the round trips its proofs make to
-// a database server, as the PostgreSQL store does.
+// tripReporter is a Prover that counts the statements its proofs run, as
+// both stores do.
 type tripReporter interface {
 	ProofRoundTrips() uint64
 }
@@ -55,8 +55,9 @@ type ProofLatency struct {
 	// StoreReads is the mean number of those the store read from its
 	// tables rather than its node cache (-1: the store does not say).
 	StoreReads float64 `json:"store_reads"`
-	// RoundTrips is the mean number of round trips to a database server
-	// one proof made (-1: the store has no server, or does not say).
+	// RoundTrips is the mean number of statements one proof ran: round
+	// trips to the server on PostgreSQL, calls into the engine on SQLite
+	// (-1: the store does not say).
 	RoundTrips float64 `json:"round_trips"`
 	// GCs is how many garbage collections ran during the proofs.
 	GCs uint32 `json:"gcs"`
