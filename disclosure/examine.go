@@ -41,7 +41,11 @@ type examined struct {
 	// that line's claimed hash) in the same chunk.
 	chained     bool
 	used, chain store.Digest
-	rec         recordFacts
+	// claimed and raw are what parseRecordLine returned for the line
+	// (raw as offsets in the line), so the verifier does not parse it again.
+	claimed          store.Digest
+	rawStart, rawEnd int
+	rec              recordFacts
 }
 
 // recordLinePrefix starts every record line.
@@ -84,7 +88,10 @@ func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
 			state = unknown
 			continue
 		}
-		e := examined{off: off, end: off + i, rec: examineBody(raw, &w.cache, w.filter)}
+		// raw aliases line: its offsets in it follow from the capacities.
+		rawStart := cap(line) - cap(raw)
+		e := examined{off: off, end: off + i, claimed: claimed, rawStart: rawStart, rawEnd: rawStart + len(raw),
+			rec: examineBody(raw, &w.cache, w.filter)}
 		switch state {
 		case afterRunBlock:
 			e.chained = true

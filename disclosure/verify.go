@@ -595,19 +595,23 @@ func (v *verifier) runBlock(line []byte) {
 func (v *verifier) record(line []byte) {
 	run := v.blk.Run
 	seq := v.nextSeq
-	claimed, raw, err := parseRecordLine(line)
-	if err != nil {
-		v.stop(CheckFraming, "expected record %d of %d of run %s: %v", seq, v.blk.Records, run, err)
-		return
-	}
-	v.rep.Counts.Records++
-	// A worker examined most lines ahead (examine.go); its findings are
-	// the same function of the same bytes.
+	// A worker examined most lines ahead (examine.go); its findings, the
+	// line's parse included, are the same functions of the same bytes.
 	x := v.lr.examined(len(line))
+	var claimed store.Digest
+	var raw []byte
 	var rec recordFacts
 	if x != nil {
-		rec = x.rec
+		claimed, raw, rec = x.claimed, line[x.rawStart:x.rawEnd], x.rec
+		v.rep.Counts.Records++
 	} else {
+		var err error
+		claimed, raw, err = parseRecordLine(line)
+		if err != nil {
+			v.stop(CheckFraming, "expected record %d of %d of run %s: %v", seq, v.blk.Records, run, err)
+			return
+		}
+		v.rep.Counts.Records++
 		rec = examineBody(raw, &v.bodies, v.opts.RecordFilter)
 	}
 	if rec.err != nil {
