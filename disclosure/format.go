@@ -252,11 +252,21 @@ func checkBodyRules(b store.Body) error {
 // most bits bits. A canonical number is all digits exactly when it is a
 // non-negative integer.
 func bodyUint(v []byte, bits int, name string, fail func(string, ...any)) uint64 {
+	var n uint64
 	for _, c := range v {
 		if c < '0' || c > '9' {
 			fail("%q is not a non-negative integer", name)
 			return 0
 		}
+		n = n*10 + uint64(c-'0')
+	}
+	// Up to 19 digits cannot overflow 64 bits: the common case needs no
+	// second pass; longer ones go to strconv, which knows where 2^64 is.
+	if len(v) <= 19 {
+		if bits < 64 && n>>bits != 0 {
+			fail("%q out of range for %d bits", name, bits)
+		}
+		return n
 	}
 	n, err := strconv.ParseUint(string(v), 10, bits)
 	if err != nil {

@@ -74,7 +74,7 @@ func (l *lineReader) next() ([]byte, error) {
 	for {
 		if a.off < a.cur.n {
 			buf := a.cur.b[a.off:a.cur.n]
-			if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			if i := l.lineEnd(buf); i >= 0 {
 				seg := buf[:i+1]
 				start := a.off
 				a.off += i + 1
@@ -112,6 +112,24 @@ func (l *lineReader) next() ([]byte, error) {
 		}
 		l.exIdx = 0
 	}
+}
+
+// lineEnd returns the index of the first newline in buf, the rest of the
+// current chunk from a.off: where a worker examined the line that starts
+// there, the end it found by the same search over the same bytes, so the
+// chunk's record lines are searched once, not twice.
+func (l *lineReader) lineEnd(buf []byte) int {
+	a := l.ahead
+	if len(l.long) == 0 {
+		ex := a.cur.ex
+		for l.exIdx < len(ex) && ex[l.exIdx].off < a.off {
+			l.exIdx++
+		}
+		if l.exIdx < len(ex) && ex[l.exIdx].off == a.off {
+			return ex[l.exIdx].end - a.off
+		}
+	}
+	return bytes.IndexByte(buf, '\n')
 }
 
 // examined returns what a worker found in the line last returned, n bytes
