@@ -200,12 +200,20 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 
 // verify is Verify, returning the verifier for tests to look into.
 func verify(ctx context.Context, r io.Reader, opts Options) (*verifier, error) {
+	return verifyWith(ctx, r, opts, &examiner{filter: opts.RecordFilter})
+}
+
+// verifyWith is verify with workers that examine record lines ahead with
+// x, or, when x is nil, none: every line is then parsed and checked by the
+// verifier itself, the path the workers' results must agree with
+// (TestVerify_AheadAgreesWithInline).
+func verifyWith(ctx context.Context, r io.Reader, opts Options, x *examiner) (*verifier, error) {
 	if opts.MaxFindings <= 0 {
 		opts.MaxFindings = 100
 	}
 	v := &verifier{opts: opts, rep: &Report{Proven: []string{}, Findings: []Finding{}, Unverifiable: []string{}, NotChecked: []string{}},
 		blocks: newBlockDigest()}
-	v.lr = newExaminingReader(ctx, r, opts.Progress, &examiner{filter: opts.RecordFilter})
+	v.lr = newExaminingReader(ctx, r, opts.Progress, x)
 	defer v.lr.close()
 	err := v.run(ctx)
 	if err == nil {
