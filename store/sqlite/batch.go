@@ -141,7 +141,7 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 		return nil, err
 	}
 	for key, run := range claims {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`, s.tenant, key, run.String(), now.UnixNano()); err != nil {
+		if _, err := s.txExec(ctx, tx, qClaimAdmission, s.tenant, key, run.String(), now.UnixNano()); err != nil {
 			return nil, fmt.Errorf("claim admission key: %w", err)
 		}
 	}
@@ -182,7 +182,7 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 				return nil, &store.DuplicateAdmissionError{Key: a.Key, Holder: h}
 			}
 			var holder string
-			err := tx.QueryRowContext(ctx, `SELECT run FROM admissions WHERE tenant=? AND key=?`, s.tenant, a.Key).Scan(&holder)
+			err := s.queryRow(ctx, tx, qAdmission, s.tenant, a.Key).Scan(&holder)
 			if err == nil {
 				h, perr := store.ParseRunID(holder)
 				if perr != nil {

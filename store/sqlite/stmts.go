@@ -20,6 +20,10 @@ const (
 	qInsertRecord = `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`
 	qUpsertRun    = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?)` + upsertRunSet
+	// An admission key's holder, and its claim: once per key a batch
+	// admits (a restore admits one per run).
+	qAdmission      = `SELECT run FROM admissions WHERE tenant=? AND key=?`
+	qClaimAdmission = `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`
 )
 
 // upsertRunSet is how an append's row of runs updates an existing one: a
@@ -52,7 +56,7 @@ func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qAdmission, qClaimAdmission}
 
 // prepareHot prepares hotQueries on the writer connection. It must run
 // before the writer starts: the writer's transaction holds the only
