@@ -71,7 +71,11 @@ var notCarried = []string{
 // Append, one call per group of consecutive records with the same epoch (a
 // long group is split), with the exact stored bytes (store.Append.Raw), so
 // every derived index is rebuilt by the store's own code and every hash is
-// compared with the export's. Then the sealed runs are sealed in log-index
+// compared with the export's. It decodes of each record only its epoch:
+// the store decodes the bytes in full and refuses any that name another
+// run, seq or epoch than it assigns, and a file changed since the first
+// reading fails the restore (its digest is compared at the end). Then the
+// sealed runs are sealed in log-index
 // order, each with its latest conclusion's outcome under its last record's
 // epoch, which rebuilds the log leaf for leaf. Restore succeeds only if the
 // rebuilt log's size and root equal the export's (else
@@ -103,9 +107,12 @@ type RestoreOptions struct {
 	// It runs on the restore's goroutine and must return quickly.
 	Progress func(RestoreProgress)
 
-	// bulkRuns and bulkSeals bound a bulk write (0: maxBulkRuns,
-	// maxBulkSeals); tests make them small to interrupt between bulks.
-	bulkRuns, bulkSeals int
+	// BulkRuns and BulkSeals cap the runs of one bulk of appends and the
+	// seals of one bulk of seals with a store.BulkWriter (0: 2,048 and
+	// 8,192, the sizes spec/disclosure.md's memory bound is stated for).
+	// Smaller bulks commit more often: less memory, more commits, and a
+	// restore killed early has already committed something to resume.
+	BulkRuns, BulkSeals int
 }
 
 // RestoreProgress is how far a restore has come in one of its phases.
@@ -130,6 +137,9 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	// can hold an export; one that would seal them again cannot.
 	if v, ok := j.(interface{ WritesRawVerbatim() bool }); j.Seals() && !(ok && v.WritesRawVerbatim()) {
 		return nil, &RestoreRefusedError{Reason: "the target store rewrites payloads on append (Seals() is true), so it cannot hold the exported bytes"}
+	}
+	if opts.BulkRuns < 0 || opts.BulkSeals < 0 {
+		return nil, &store.InvalidArgumentError{Field: "bulk", Detail: fmt.Sprintf("BulkRuns %d and BulkSeals %d: each must be 0 (the default) or positive", opts.BulkRuns, opts.BulkSeals)}
 	}
 	rep := &RestoreReport{NotCarried: notCarried, Resumed: opts.Resume}
 	progress := opts.Progress
@@ -304,7 +314,7 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("restore: rewind: %w", err)
 	}
-	rp := &replayer{ctx: ctx, j: j, total: tr.Records, progress: progress, maxRuns: cmp.Or(opts.bulkRuns, maxBulkRuns)}
+	rp := &replayer{ctx: ctx, j: j, total: tr.Records, progress: progress, maxRuns: cmp.Or(opts.BulkRuns, maxBulkRuns)}
 	rp.bulk, _ = j.(store.BulkWriter)
 	held2 := &targetRuns{j: j}
 	sc2 := &exportScanner{
@@ -341,7 +351,7 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	rep.Runs, rep.Records = tr.Runs, tr.Records
 
 	// Seal in log order, which rebuilds the tree leaf for leaf.
-	sl := &sealer{ctx: ctx, j: j, total: hdr.Checkpoint.Size, progress: progress, max: cmp.Or(opts.bulkSeals, maxBulkSeals)}
+	sl := &sealer{ctx: ctx, j: j, total: hdr.Checkpoint.Size, progress: progress, max: cmp.Or(opts.BulkSeals, maxBulkSeals)}
 	sl.bulk, _ = j.(store.BulkWriter)
 	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
 		if i < target.Size {
@@ -383,7 +393,7 @@ func refusal(err error) error {
 // replayer appends a run's records in groups of one epoch. With a
 // store.BulkWriter, groups of many runs are gathered and written together
 // (at most maxBulkRuns groups or maxBulkBytes of records, each run at most
-// once), so a commit carries hundreds of runs instead of one.
+// once), so a commit carries thousands of runs instead of one.
 type replayer struct {
 	ctx      context.Context
 	j        store.Journal
