@@ -80,6 +80,42 @@ func (f *faultJournal) Append(ctx context.Context, epoch store.Epoch, batch []st
 	return recs, err
 }
 
+// Atomic wraps the store's transaction with the same schedule: the write
+// is counted when work has run, and a failure that does not land is
+// returned from inside the transaction, so that everything work wrote in it
+// (the study's derived rows) rolls back with the records.
+func (f *faultJournal) Atomic() store.AtomicJournal {
+	a := f.Journal.Atomic()
+	if a == nil {
+		return nil
+	}
+	return faultAtomic{f: f, inner: a}
+}
+
+type faultAtomic struct {
+	f     *faultJournal
+	inner store.AtomicJournal
+}
+
+func (a faultAtomic) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
+	var fail, land bool
+	recs, err := a.inner.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
+		batch, err := work(ctx, tx)
+		if err != nil || len(batch) == 0 {
+			return batch, err
+		}
+		fail, land = a.f.hit("append " + batch[0].Kind)
+		if fail && !land {
+			return nil, errInjected
+		}
+		return batch, nil
+	})
+	if fail && land && err == nil {
+		return nil, lost("append")
+	}
+	return recs, err
+}
+
 func (f *faultJournal) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
 	fail, land := f.hit("seal")
 	if fail && !land {
@@ -567,6 +603,7 @@ func newCrashEnv(t *testing.T) *crashEnv {
 // storage's.
 func verifyStudy(t *testing.T, ctx context.Context, s *journalstore.Storage, j store.Journal, study lifecycle.StudyID) {
 	t.Helper()
+	checkListing(t, ctx, s, j, study)
 	if err := checkRebuild(ctx, s, j); err != nil {
 		t.Fatal(err)
 	}
@@ -650,6 +687,10 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 							e.j.arm(k, landed)
 							err := sc.op(e)
 							e.j.disarm()
+							// The derived rows commit with the study run
+							// record or not at all: whatever failed, they
+							// are at the journal's head before any recovery.
+							checkRowsAtHead(t, e.ctx, e.j, e.study)
 							happened := k > sc.commit || (k == sc.commit && landed)
 							if err != nil && lifecycle.KindOf(err) != lifecycle.KindStorage {
 								t.Fatalf("the failure surfaced as %v", err)
@@ -676,6 +717,7 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 					e.j.arm(k, true)
 					sc.op(e)
 					e.j.disarm()
+					checkRowsAtHead(t, e.ctx, e.j, e.study)
 					happened := k >= sc.commit
 					e.j.arm(1, false)
 					_, err := e.s.InspectStudy(e.ctx, e.study)

@@ -30,6 +30,12 @@
 //     against the study's view (package lifecycle/internal/model holds the
 //     rules), and only then appends; the view is updated by folding exactly
 //     the records appended, with the function a rebuild uses.
+//   - Every study run record commits in one transaction (AppendAtomic)
+//     with the derived listing rows it changes, so a study's rows are at
+//     its study run's head whatever fails; the outbox listings are read a
+//     page at a time from them, never from a view of the whole study. The
+//     rows are never evidence: rows behind the journal are rebuilt from the
+//     fold (spec/lifecycle.md 14.9).
 //   - A failure after a write began discards the view; the study's next
 //     operation rebuilds it from the journal and completes what the
 //     records call for first.
@@ -45,7 +51,8 @@
 // trial operations; finalization.go and outbox.go the extensions; write.go
 // how a transition is appended; recover.go the rebuild and roll-forward;
 // view.go, foldstudy.go and foldtrial.go the fold; records.go the record
-// formats; show.go and list.go the operator's views; lock*.go the
+// formats; listing.go the derived listing rows the outbox pages are read
+// from; show.go and list.go the operator's views; lock*.go the
 // one-writer lock; shared.go the shared-store protocol; repair.go the
 // operator's repair.
 package journalstore

@@ -195,13 +195,14 @@ func (v *jview) foldReserved(r store.Record) error {
 	if f.Key != "" {
 		v.Keys[f.Key] = lifecycle.ReservationOutcome{Status: lifecycle.ReservationCreated, Trial: t.ID, Number: t.Number}
 	}
-	created := fTrialCreated{Authority: refOf(r), Number: f.Number, Managed: f.Managed, State: f.State}
+	created := fTrialCreated{Number: f.Number, Managed: f.Managed, State: f.State}
 	return v.await(t, r, 1, 0, creationMirror(v.caseID, t.run, created))
 }
 
 // creationMirror is the batch that opens a trial run.
-func creationMirror(c store.CaseID, run store.RunID, f fTrialCreated) func() ([]store.Append, error) {
-	return func() ([]store.Append, error) {
+func creationMirror(c store.CaseID, run store.RunID, f fTrialCreated) mirrorFunc {
+	return func(ref jRef) ([]store.Append, error) {
+		f.Authority = ref
 		admitted, err := encodeFields(fRunAdmitted{Source: TrialSource})
 		if err != nil {
 			return nil, err
@@ -219,13 +220,17 @@ func creationMirror(c store.CaseID, run store.RunID, f fTrialCreated) func() ([]
 
 func refOf(r store.Record) jRef { return jRef{Seq: r.Seq, Hash: r.Hash} }
 
+// mirrorFunc builds the mirror of an authority record, given the
+// reference to it (its seq and hash).
+type mirrorFunc func(ref jRef) ([]store.Append, error)
+
 // await registers the mirror that r's transition owes trial t's run.
-func (v *jview) await(t *jtrial, r store.Record, epoch, released store.Epoch, mirror func() ([]store.Append, error)) error {
-	m, err := mirror()
+func (v *jview) await(t *jtrial, r store.Record, epoch, released store.Epoch, mirror mirrorFunc) error {
+	m, err := mirror(refOf(r))
 	if err != nil {
 		return err
 	}
-	a := &authority{rec: r, mirror: m, epoch: epoch, released: released, trial: t}
+	a := &authority{rec: r, mirror: m, build: mirror, epoch: epoch, released: released, trial: t}
 	t.awaiting = append(t.awaiting, a)
 	v.todo = append(v.todo, a)
 	return nil
@@ -284,8 +289,7 @@ func (v *jview) foldStudyMutated(r store.Record) error {
 	if f.Pause {
 		released = store.Epoch(f.OwnerEpoch)
 	}
-	return v.await(t, r, store.Epoch(f.OwnerEpoch), released, func() ([]store.Append, error) {
-		ref := refOf(r)
+	return v.await(t, r, store.Epoch(f.OwnerEpoch), released, func(ref jRef) ([]store.Append, error) {
 		fields, err := encodeFields(fTrialMutated{jMutation: f.jMutation, FinalizerFence: f.FinalizerFence, Authority: &ref})
 		if err != nil {
 			return nil, err
@@ -341,6 +345,7 @@ func (v *jview) foldStudyTerminal(r store.Record) error {
 			cause = lifecycle.CauseStale
 		}
 		v.Outbox = append(v.Outbox, key)
+		v.outboxOpen++
 		v.records[key] = &lifecycle.OutboxRecord{
 			Key:         key,
 			Study:       v.ID,
@@ -355,8 +360,9 @@ func (v *jview) foldStudyTerminal(r store.Record) error {
 		return corrupt(r, "terminal sequence without an outbox intent")
 	}
 	t.ended = true
-	mirror := fTrialTerminal{Authority: refOf(r), OwnerEpoch: f.OwnerEpoch, State: f.State, Cause: f.Cause, Values: f.Values, States: f.States}
-	return v.await(t, r, epoch, released, func() ([]store.Append, error) {
+	mirror := fTrialTerminal{OwnerEpoch: f.OwnerEpoch, State: f.State, Cause: f.Cause, Values: f.Values, States: f.States}
+	return v.await(t, r, epoch, released, func(ref jRef) ([]store.Append, error) {
+		mirror.Authority = ref
 		fields, err := encodeFields(mirror)
 		if err != nil {
 			return nil, err
@@ -420,6 +426,9 @@ func (v *jview) foldAdvanced(r store.Record) error {
 		}
 	}
 	rec.Phase = f.Phase
+	if f.Phase == lifecycle.PhaseDone {
+		v.outboxOpen--
+	}
 	return nil
 }
 
@@ -478,7 +487,7 @@ func (v *jview) foldReplacement(r store.Record) error {
 	out := lifecycle.ReplacementOutcome{Status: lifecycle.ReplacementCreated, Trial: t.ID, Number: t.Number}
 	model.AddCompletion(rec, lifecycle.EffectCompletion{Name: f.Name, Replacement: &out})
 	created := fTrialCreated{
-		Authority: refOf(r), Number: f.Number, Managed: true, Params: f.Params, States: f.States,
+		Number: f.Number, Managed: true, Params: f.Params, States: f.States,
 		ReplacementOf: &jEffectKey{Trial: f.Trial, OwnerEpoch: f.OwnerEpoch, Name: f.Name},
 	}
 	return v.await(t, r, 1, 0, creationMirror(v.caseID, t.run, created))

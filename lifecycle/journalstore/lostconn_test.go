@@ -174,6 +174,9 @@ func TestLostConnectionMidTransition(t *testing.T) {
 				if _, err := journalstore.ReadStudyView(ctx, direct, f.study); err != nil {
 					t.Fatalf("the study does not load after the cut: %v", err)
 				}
+				// The study's derived rows committed with the cut
+				// transaction or not at all.
+				checkRowsAtHead(t, ctx, direct, f.study)
 				// The direct storage completes what the records call for.
 				after := trialState(t, f.sd, f.study, f.trial)
 				if tc.whole(mode) == (after == before) {
@@ -189,6 +192,7 @@ func TestLostConnectionMidTransition(t *testing.T) {
 				if len(v.Pending) > 0 {
 					t.Errorf("pending after recovery: %v", v.Pending)
 				}
+				checkListing(t, ctx, f.sd, direct, f.study)
 				// The storage that lost its connection goes on, from the
 				// journal's state.
 				if got := trialState(t, f.sp, f.study, f.trial); got != after {
@@ -212,7 +216,7 @@ func running(t *testing.T, s *journalstore.Storage, study lifecycle.StudyID) lif
 	return tok
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -158,6 +158,9 @@ func (s *Storage) GetOutbox(ctx context.Context, key lifecycle.OutboxKey) (lifec
 // that change while it is read.
 func (s *Storage) ListOutbox(ctx context.Context) ([]lifecycle.OutboxRecord, error) {
 	const op = "list_outbox"
+	if s.rows != nil {
+		return s.listOutboxRows(ctx, op)
+	}
 	ids, err := s.Studies(ctx)
 	if err != nil {
 		return nil, model.WithOp(op, err)
@@ -180,9 +183,13 @@ func (s *Storage) ListOutbox(ctx context.Context) ([]lifecycle.OutboxRecord, err
 	return out, nil
 }
 
-// ListOutboxPage implements [lifecycle.Storage]. A page reads only the records it
-// returns from the study's view; the view itself is built once per
-// process, from the whole study (spec/lifecycle.md section 14).
+// ListOutboxPage implements [lifecycle.Storage]. On a store with derived rows
+// (store/sqlite, store/postgres) a page is one range read of the study's
+// outbox rows, after one read of its summary row: nothing else of the
+// study is read, and no view is built (spec/lifecycle.md 14.9). A study
+// whose rows are behind its journal (written by an older runseal) has them
+// rebuilt first, once. On another store the page is read from the study's
+// view.
 func (s *Storage) ListOutboxPage(ctx context.Context, req lifecycle.OutboxPageRequest) (lifecycle.OutboxPage, error) {
 	const op = "list_outbox_page"
 	if err := model.Begin(ctx, op); err != nil {
@@ -190,6 +197,16 @@ func (s *Storage) ListOutboxPage(ctx context.Context, req lifecycle.OutboxPageRe
 	}
 	if err := req.Validate(); err != nil {
 		return lifecycle.OutboxPage{}, model.WithOp(op, err)
+	}
+	if s.rows != nil {
+		if s.closed.Load() {
+			return lifecycle.OutboxPage{}, lifecycle.StorageError(op, ErrClosed)
+		}
+		row, err := s.currentRow(ctx, op, req.Study)
+		if err != nil {
+			return lifecycle.OutboxPage{}, err
+		}
+		return s.outboxPage(ctx, op, req, row.Outbox)
 	}
 	st, err := s.openStudy(ctx, op, req.Study)
 	if err != nil {

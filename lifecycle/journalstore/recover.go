@@ -245,7 +245,7 @@ func (s *Storage) writeMirror(ctx context.Context, v *jview, a *authority) error
 			return err
 		}
 	}
-	recs, err := s.appendAt(ctx, t.run, t.head, epoch, a.mirror)
+	recs, err := s.appendAt(ctx, t.run, t.head, epoch, a.mirror, nil)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func (s *Storage) void(ctx context.Context, op string, st *jstudy, reason string
 		return Repaired{}, lifecycle.StorageError(op, err)
 	}
 	batch := []store.Append{{Run: v.run, Case: v.caseID, Kind: RecordTrialRecordsVoided, Fields: fields}}
-	if err := precheck(op, v.head, v.epoch, batch, 0); err != nil {
+	if _, err := precheck(op, v.head, v.epoch, batch, 0); err != nil {
 		return Repaired{}, err
 	}
 	out, err := s.j.Append(ctx, v.epoch, batch)

@@ -120,14 +120,16 @@ func (st *jstudy) unlock() {
 	st.mu.Unlock()
 }
 
-// appendAt appends batch to run under epoch. On a shared store it commits
-// only if the run's head is still head, which the caller folded and
-// decided from.
-func (s *Storage) appendAt(ctx context.Context, run store.RunID, head store.Head, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	if s.shared == nil {
+// appendAt appends batch to run under epoch, with the derived rows the
+// batch changes (at the run's seq after it) in the same transaction. On a
+// shared store, and whenever rows are written, it commits only if the
+// run's head is still head, which the caller folded and decided from.
+func (s *Storage) appendAt(ctx context.Context, run store.RunID, head store.Head, epoch store.Epoch, batch []store.Append, rows []derivedRow) ([]store.Record, error) {
+	if s.shared == nil && len(rows) == 0 {
 		return s.j.Append(ctx, epoch, batch)
 	}
-	return s.shared.atomic.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
+	at := head.Seq + store.Seq(len(batch))
+	return s.atomic.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
 		hc, ok := tx.(headChecker)
 		if !ok {
 			return nil, errors.New("the store's atomic transaction cannot read a run's head")
@@ -138,6 +140,9 @@ func (s *Storage) appendAt(ctx context.Context, run store.RunID, head store.Head
 		}
 		if h != head {
 			return nil, &MovedError{Run: run, Folded: head, Actual: h}
+		}
+		if err := putRows(ctx, s.rows, tx, at, rows); err != nil {
+			return nil, err
 		}
 		return batch, nil
 	})

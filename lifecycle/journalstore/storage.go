@@ -52,6 +52,11 @@ import (
 type Storage struct {
 	j      Journal
 	shared *shared // nil for a store one process writes
+	// atomic is j's transaction that derived rows join, and rows the
+	// derived rows the listings are read from (listing.go); both nil when
+	// j has none, and the listings are then read from the view.
+	atomic store.AtomicJournal
+	rows   rowStore
 
 	lock   io.Closer    // the one-writer lock; nil for an in-memory journal
 	closed atomic.Bool  // set by Close; operations then fail
@@ -68,6 +73,9 @@ type jstudy struct {
 	id     lifecycle.StudyID
 	caseID store.CaseID
 	v      *jview // nil: not loaded, or discarded after a failed write
+	// listed is the study run seq the study's derived rows are known to
+	// reflect; 0 until checked.
+	listed store.Seq
 	// held is the study's advisory lock on a shared store, held from
 	// lockStudy to unlock, and release frees its slot.
 	held    io.Closer
@@ -103,6 +111,9 @@ func New(j Journal) (*Storage, error) {
 		return nil, lifecycle.NewError(lifecycle.KindInvalid, op, "no journal")
 	}
 	s := &Storage{j: j, studies: map[lifecycle.StudyID]*jstudy{}, trialStudy: map[lifecycle.TrialID]lifecycle.StudyID{}}
+	if s.atomic = j.Atomic(); s.atomic != nil {
+		s.rows = findRows(j)
+	}
 	if j.IsShared() {
 		sh, err := newShared(op, j)
 		if err != nil {
@@ -188,6 +199,14 @@ func (s *Storage) openStudy(ctx context.Context, op string, id lifecycle.StudyID
 			return nil, err
 		}
 		st.v = v
+		// A study loaded has its rows checked (and rebuilt if behind)
+		// once; after that its own writes keep them current, and so do
+		// other processes' (a listing that finds them behind has them
+		// rebuilt, currentRow).
+		if err := s.syncRows(ctx, st); err != nil {
+			st.unlock()
+			return nil, journalError(op, err)
+		}
 	}
 	return st, nil
 }
@@ -334,21 +353,48 @@ func (s *Storage) CreateStudy(ctx context.Context, spec lifecycle.StudySpec) (li
 	if err != nil {
 		return "", lifecycle.StorageError(op, err)
 	}
-	recs, err := s.j.Append(ctx, l.Epoch, []store.Append{
+	batch := []store.Append{
 		{Run: run, Case: c, Kind: store.KindRunAdmitted, Fields: admitted},
 		{Run: run, Case: c, Kind: RecordStudyOpened, Fields: opened},
-	})
+	}
+	// As every study run record, the two are folded before they are
+	// written, so that the study's summary row commits with them.
+	ps, err := precheck(op, store.Head{}, l.Epoch, batch, 0)
 	if err != nil {
-		return "", lifecycle.StorageError(op, err)
+		return "", err
 	}
 	v := newView(c, s.onTrial(id))
-	for _, r := range recs {
-		if err := v.applyStudy(r); err != nil {
+	var rows []derivedRow
+	for _, p := range ps {
+		if err := v.applyStudy(p.Record); err != nil {
 			return "", journalError(op, err)
 		}
 	}
+	if s.rows != nil {
+		sum, err := v.summaryRow()
+		if err != nil {
+			return "", lifecycle.StorageError(op, err)
+		}
+		rows = []derivedRow{sum}
+	}
+	recs, err := s.appendAt(ctx, run, store.Head{}, l.Epoch, batch, rows)
+	if err == nil && len(recs) != len(ps) {
+		err = fmt.Errorf("append of %d records returned %d", len(ps), len(recs))
+	}
+	if err != nil {
+		return "", lifecycle.StorageError(op, err)
+	}
+	if recs[1].Hash != ps[1].Hash {
+		// A sealing store wrote other bytes: fold what it wrote.
+		v = newView(c, s.onTrial(id))
+		for _, r := range recs {
+			if err := v.applyStudy(r); err != nil {
+				return "", journalError(op, err)
+			}
+		}
+	}
 	s.mu.Lock()
-	s.studies[id] = &jstudy{id: id, caseID: c, v: v}
+	s.studies[id] = &jstudy{id: id, caseID: c, v: v, listed: v.head.Seq}
 	s.mu.Unlock()
 	return id, nil
 }

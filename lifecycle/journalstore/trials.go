@@ -134,7 +134,7 @@ func (s *Storage) Claim(ctx context.Context, req lifecycle.ClaimRequest) (lifecy
 	if err != nil {
 		return lifecycle.TrialOwnerToken{}, lifecycle.StorageError(op, err)
 	}
-	if err := precheck(op, t.head, maxEpoch, []store.Append{a}, 0); err != nil {
+	if _, err := precheck(op, t.head, maxEpoch, []store.Append{a}, 0); err != nil {
 		return lifecycle.TrialOwnerToken{}, err
 	}
 	epoch, err := s.takeLease(ctx, t.run, req.Owner)

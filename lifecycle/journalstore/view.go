@@ -26,6 +26,8 @@ type jview struct {
 	// records are the outbox records, by key; memStudy.outbox orders them
 	// by terminal sequence.
 	records map[lifecycle.OutboxKey]*lifecycle.OutboxRecord
+	// outboxOpen counts the records not done, for the summary row.
+	outboxOpen int
 	// foreign lists runs that carry the case but are neither the study run
 	// nor one of its trials. They are not the study's, and are shown, not
 	// folded.
@@ -79,6 +81,10 @@ type overlay struct {
 type authority struct {
 	rec    store.Record
 	mirror []store.Append
+	// build makes mirror from a reference to rec; a rebase (the record
+	// was folded before it was written, and the store wrote it with
+	// another hash) makes it again.
+	build mirrorFunc
 	// epoch is the trial run epoch the mirror is appended under: the
 	// owner's for an owner's transition, 1 for a new run, and 0 for a
 	// transition by a non-owner, which takes a fresh lease first.

@@ -176,6 +176,7 @@ CREATE TABLE {S}.witness_alarms(
 	detail   text NOT NULL,
 	PRIMARY KEY (tenant, witness, kind, reported, cosigned));
 `},
+	{"derived listing rows (derived.go)", derivedRowsSchema},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is

@@ -34,8 +34,9 @@ import (
 // Version 2 added the witness outbox, tokens and the disclosure register.
 // Every statement of the schema is idempotent, so opening a version 1 file
 // creates whatever tables it lacks. Version 3 added the disclosure
-// register's signed_by column (the key that signed each package).
-const SchemaVersion = 3
+// register's signed_by column (the key that signed each package); version
+// 4 the derived listing rows (derived.go).
+const SchemaVersion = 4
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -225,9 +226,6 @@ func (s *Store) IsShared() bool { return false }
 // Seals is false: this store writes records exactly as it is handed them.
 func (s *Store) Seals() bool { return false }
 
-// Atomic returns nil: an embedded file offers no foreign tables to join.
-func (s *Store) Atomic() store.AtomicJournal { return nil }
-
 const schema = `
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
 CREATE TABLE IF NOT EXISTS records(
@@ -323,7 +321,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	case v == SchemaVersion:
 		return tx.Commit()
 	}
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+derivedRowsSchema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
 	// A version 2 file's register lacks the column CREATE TABLE IF NOT
