@@ -224,3 +224,24 @@ func TestExport_MemoryFlat(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// The paged export finds a run's conclusions by the store's kind column; a
+// column that hides a sealed run's conclusion leaves the seal without a
+// sealing conclusion, and the export refuses the run rather than trust
+// the seal.
+func TestExport_KindColumnHidingConclusionRefused(t *testing.T) {
+	j, db := tamperable(t)
+	manyRuns(t, j, 5, 1)
+	run := store.RunID(fixedID(3)) // i = 3: sealed "succeeded"
+	run[11] = 1
+	if res, err := db.Exec(`UPDATE records SET kind = 'Note' WHERE run = ? AND kind = 'RunConcluded'`, run.String()); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("changed %d records", n)
+	}
+	var buf bytes.Buffer
+	var ce *store.CorruptError
+	if _, err := Export(context.Background(), j, &buf); !errors.As(err, &ce) || ce.Run != run {
+		t.Fatalf("export with run %s's conclusion hidden: %v, want a CorruptError naming it", run, err)
+	}
+}

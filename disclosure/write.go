@@ -388,8 +388,11 @@ func (rw *runWriter) end(viaCase []int) (bool, uint64, error) {
 	if rw.blocks != nil {
 		rw.blocks.head(rw.last.Hash)
 	}
+	// The latest conclusion matters to a sealed run (it must seal) and to
+	// a package's unsealed run (it must not); an export's unsealed run is
+	// written as it stands, and Restore reads every record in full.
 	latest := ""
-	if rw.conclAt != 0 {
+	if rw.conclAt != 0 && (rw.blk.Sealed || rw.proofs) {
 		var err error
 		if latest, err = store.ConclusionOutcome(run, rw.conclAt, rw.concl); err != nil {
 			return false, 0, err
