@@ -23,10 +23,13 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
-	s      *Store // the tenant's view that submitted it
-	run    store.RunID
-	epoch  store.Epoch
-	parsed *store.Parsed // parsed by the caller; built on the run's head here
+	s     *Store // the tenant's view that submitted it
+	run   store.RunID
+	epoch store.Epoch
+	// Either batch, parsed in the writer (Append: see there), or parsed,
+	// parsed by a caller that is alone (AppendBulk).
+	batch  []store.Append
+	parsed *store.Parsed
 	out    []store.Record
 }
 
@@ -159,7 +162,13 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 	if br.leased && br.epoch != r.epoch {
 		return nil, &store.FencedError{Run: r.run, Held: r.epoch, Current: br.epoch}
 	}
-	prepared, err := r.parsed.Build(br.st.head)
+	var prepared []store.Prepared
+	var err error
+	if r.parsed != nil {
+		prepared, err = r.parsed.Build(br.st.head)
+	} else {
+		prepared, err = store.BuildBatch(br.st.head, r.epoch, r.batch)
+	}
 	if err != nil {
 		return nil, err
 	}
