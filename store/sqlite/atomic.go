@@ -59,10 +59,11 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		if err := store.CheckAtomicBatch(run, batch); err != nil {
 			return err
 		}
-		if _, err := store.ValidateBatch(epoch, batch); err != nil {
+		parsed, err := store.ParseBatch(epoch, batch)
+		if err != nil {
 			return err
 		}
-		out, err = s.appendTx(tx, run, epoch, batch)
+		out, err = s.appendTx(tx, run, epoch, parsed)
 		return err
 	}})
 	if err != nil {
