@@ -133,24 +133,26 @@ func (s *Store) writeSeals(ctx context.Context, x *session, reqs []*sealReq) err
 	if first < 0 {
 		return &store.CorruptError{Detail: "negative log size"}
 	}
-	// One statement marks every run sealed at its index: a statement per
-	// run cost the server most of a bulk seal's time.
-	ids := make([]string, len(reqs))
-	outcomes := make([]string, len(reqs))
-	indexes := make([]int64, len(reqs))
-	heads := make([][]byte, len(reqs))
+	b := &pgx.Batch{}
 	leaves := make([]log.Hash, len(reqs))
 	for i, r := range reqs {
-		ids[i], outcomes[i], indexes[i], heads[i] = r.run.String(), r.outcome, first+int64(i), r.leaf[:]
+		b.Queue(s.q.sealRun, s.tenant, r.run.String(), r.outcome, first+int64(i), r.leaf[:])
 		leaves[i] = log.Hash(r.leaf)
 	}
-	tag, err := x.conn.Exec(ctx, sealRunsSQL(s.schema), s.tenant, ids, outcomes, indexes, heads)
-	if err == nil && tag.RowsAffected() != int64(len(reqs)) {
-		// Under the runs' locks this cannot happen; if it does, no leaf
-		// may enter the log without its run.
-		err = fmt.Errorf("seal of %d runs from run %s matched %d rows", len(reqs), reqs[0].run, tag.RowsAffected())
+	br := x.conn.SendBatch(ctx, b)
+	for _, r := range reqs {
+		tag, err := br.Exec()
+		if err == nil && tag.RowsAffected() != 1 {
+			// Under the run's lock this cannot happen; if it does, no
+			// leaf may enter the log without its run.
+			err = fmt.Errorf("seal of run %s matched %d rows", r.run, tag.RowsAffected())
+		}
+		if err != nil {
+			br.Close()
+			return notWritten(fmt.Errorf("seal: %w", err))
+		}
 	}
-	if err != nil {
+	if err := br.Close(); err != nil {
 		return notWritten(fmt.Errorf("seal: %w", err))
 	}
 	cb := &pgx.Batch{}
@@ -158,14 +160,4 @@ func (s *Store) writeSeals(ctx context.Context, x *session, reqs []*sealReq) err
 		return err
 	}
 	return x.commit(ctx, cb, func(_ int, err error) error { return nodeConflict(err) })
-}
-
-// sealRunsSQL marks runs sealed, each at its log index, if unsealed and at
-// the head the seal decided on: $2 the runs, $3 their outcomes, $4 their
-// indexes, $5 their head hashes.
-func sealRunsSQL(schema string) string {
-	return `UPDATE ` + pgx.Identifier{schema}.Sanitize() + `.runs AS r
-		SET sealed_outcome = u.outcome, sealed_at = clock_timestamp(), log_index = u.idx, leaf = r.head_hash
-		FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bytea[]) AS u(run, outcome, idx, head)
-		WHERE r.tenant = $1 AND r.run = u.run AND r.sealed_outcome IS NULL AND r.head_hash = u.head`
 }
