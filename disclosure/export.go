@@ -15,10 +15,12 @@ import (
 // export began are exported as unsealed, so the export's log is exactly the
 // log at its header's checkpoint. The disclosure register is not exported.
 //
-// Memory is constant: runs are listed and read a page at a time, one chunk
-// read ahead of the one being written. A store that is a store.BulkReader
-// is read a page of runs per query (heads and records together,
-// exportPageRecords records at most); any other store one run at a time.
+// Memory is constant. A store that is a store.BulkReader is read in pages
+// of runs and records in (run, seq) order, two range scans a page, by one
+// goroutine while another checks and writes the page before (so reading
+// and writing use two cores), at most exportPageBytes of record bytes a
+// page and exportPagesAhead pages ahead. Any other store is listed a page
+// of runs at a time and read one run at a time. Both write the same bytes.
 func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) {
 	cp, err := j.Checkpoint(ctx)
 	if err != nil {
@@ -34,35 +36,13 @@ func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) 
 	}
 	rw := &runWriter{j: j, lw: lw, kind: KindExportRun, cp: cp}
 	sum := Summary{Checkpoint: cp}
-	// Runs are read by one goroutine a chunk ahead of the one writing them,
-	// so reading (the store, decoding) and writing (hashing, encoding) use
-	// two cores.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	chunks := make(chan exportChunk, 1)
-	go readChunks(ctx, j, chunks)
-	for c := range chunks {
-		if c.err != nil {
-			return Summary{}, c.err
-		}
-		for i, run := range c.runs {
-			if err := ctx.Err(); err != nil {
-				return Summary{}, err
-			}
-			rw.pre = nil
-			if c.pre != nil {
-				rw.pre = &c.pre[i]
-			}
-			sealed, n, err := rw.writeRun(ctx, run, c.pos[i], nil)
-			if err != nil {
-				return Summary{}, err
-			}
-			sum.Runs++
-			sum.Records += n
-			if sealed {
-				sum.Sealed++
-			}
-		}
+	if br, ok := j.(store.BulkReader); ok {
+		err = exportPages(ctx, br, rw, &sum)
+	} else {
+		err = exportRuns(ctx, j, rw, &sum)
+	}
+	if err != nil {
+		return Summary{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Summary{}, err
@@ -76,113 +56,170 @@ func Export(ctx context.Context, j store.Journal, w io.Writer) (Summary, error) 
 	return sum, lw.finish(&sum)
 }
 
-const (
-	exportPageRuns    = 500  // runs listed per query
-	exportPageRecords = 2000 // records read ahead per query (store.BulkReader)
+// The size of an export's pages through store.BulkReader. Variables, not
+// constants, so that a test can cut runs across many page boundaries.
+var (
+	exportPageRecords = store.MaxLimit // records a page at most
+	exportPageBytes   = 4 << 20        // record bytes a page, about
 )
 
-// exportChunk is a run of consecutive runs for the writer: their log
-// positions and, from a store.BulkReader, their heads and first records.
-type exportChunk struct {
-	runs []store.RunID
-	pos  []*store.Position
-	pre  []prefetched // nil: the writer reads each run itself
-	err  error
+// exportPagesAhead is how many pages the reading goroutine may hold ready
+// beyond the one being written.
+const exportPagesAhead = 1
+
+// exportRunsPage is how many runs the per-run path lists per query.
+const exportRunsPage = 500
+
+// add counts one run written into sum.
+func (s *Summary) add(sealed bool, records uint64) {
+	s.Runs++
+	s.Records += records
+	if sealed {
+		s.Sealed++
+	}
 }
 
-// readChunks lists the runs a page at a time and sends them in chunks,
-// read ahead through store.BulkReader when the store is one; it closes out
-// at the end, after sending an error, or when ctx is done.
-func readChunks(ctx context.Context, j store.Journal, out chan<- exportChunk) {
-	defer close(out)
-	send := func(c exportChunk) bool {
-		select {
-		case out <- c:
-			return c.err == nil
-		case <-ctx.Done():
-			return false
-		}
-	}
-	br, _ := j.(store.BulkReader)
+// exportRuns lists the runs a page at a time with their log positions and
+// writes each run from its own reads.
+func exportRuns(ctx context.Context, j store.Journal, rw *runWriter, sum *Summary) error {
 	var after *store.RunID
 	for {
-		runs, err := j.RunsByID(ctx, after, exportPageRuns)
+		runs, err := j.RunsByID(ctx, after, exportRunsPage)
 		if err != nil || len(runs) == 0 {
-			if err != nil {
-				send(exportChunk{err: err})
-			}
-			return
+			return err
 		}
 		pos, err := j.LogPositions(ctx, runs)
 		if err != nil {
-			send(exportChunk{err: err})
-			return
+			return err
 		}
 		if len(pos) != len(runs) {
-			send(exportChunk{err: fmt.Errorf("export: asked the log positions of %d runs, the store answered %d", len(runs), len(pos))})
-			return
+			return fmt.Errorf("export: asked the log positions of %d runs, the store answered %d", len(runs), len(pos))
 		}
-		if br == nil {
-			if !send(exportChunk{runs: runs, pos: pos}) {
-				return
+		for i, run := range runs {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-		}
-		for i := 0; br != nil && i < len(runs); {
-			a, err := readAhead(ctx, br, runs, i)
+			sealed, n, err := rw.writeRun(ctx, run, pos[i], nil)
 			if err != nil {
-				send(exportChunk{err: err})
-				return
+				return err
 			}
-			if !send(exportChunk{runs: runs[a.from:a.end], pos: pos[a.from:a.end], pre: a.runs}) {
-				return
-			}
-			i = a.end
+			sum.add(sealed, n)
 		}
 		last := runs[len(runs)-1]
 		after = &last
 	}
 }
 
-// prefetched is one run's head and its first records, read with its
-// neighbours' by store.BulkReader.ReadRuns.
-type prefetched struct {
-	head store.Head
-	recs []store.Record
+// scanned is one page from the reading goroutine, or the error that ended
+// the scan.
+type scanned struct {
+	page *store.RunsPage
+	err  error
 }
 
-// runsAhead is one ReadRuns answer, split by run: runs[from:end] have their
-// head and records (the last of them perhaps only its first records).
-type runsAhead struct {
-	from, end int
-	runs      []prefetched
+// The pages of an export circulate between the two goroutines: the reader
+// fills a free page, the writer writes it and frees it. Their buffers are
+// reused, so the export allocates per page only what a page outgrows.
+
+// exportPages writes the runs of br's pages, read by another goroutine
+// while this one writes. A run cut by a page's end continues in the next
+// page (its row there again, its head then perhaps newer: the records past
+// the head first read were appended after it, and are not exported).
+func exportPages(ctx context.Context, br store.BulkReader, rw *runWriter, sum *Summary) error {
+	ctx, cancel := context.WithCancel(ctx)
+	pages := make(chan scanned, exportPagesAhead)
+	free := make(chan *store.RunsPage, exportPagesAhead+2)
+	for range cap(free) {
+		free <- &store.RunsPage{}
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		scanPages(ctx, br, free, pages)
+	}()
+	defer func() { // the reader is gone before Export returns
+		cancel()
+		<-finished
+	}()
+	open := false // a run is begun and not ended
+	for sc := range pages {
+		if sc.err != nil {
+			return sc.err
+		}
+		for i := range sc.page.Runs {
+			r := &sc.page.Runs[i]
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if !open || r.Run != rw.blk.Run {
+				if open {
+					sealed, n, err := rw.end(nil)
+					if err != nil {
+						return err
+					}
+					sum.add(sealed, n)
+				}
+				blk := runBlock{Run: r.Run}
+				rw.exportPosition(&blk, r.Log)
+				if err := rw.begin(&blk, r.Head); err != nil {
+					return err
+				}
+				open = true
+			}
+			for _, rec := range r.Records {
+				if rec.Seq > rw.head.Seq {
+					break // appended after the head was read
+				}
+				if err := rw.record(rec.Seq, rec.Hash, rec.Raw, rec.Concluded, store.CaseID{}); err != nil {
+					return err
+				}
+			}
+		}
+		free <- sc.page // runWriter kept no reference into it
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if open {
+		sealed, n, err := rw.end(nil)
+		if err != nil {
+			return err
+		}
+		sum.add(sealed, n)
+	}
+	return nil
 }
 
-// readAhead reads runs[from:] with one ReadRuns. The runs after the first
-// one the limit cut are left for the next call.
-func readAhead(ctx context.Context, br store.BulkReader, runs []store.RunID, from int) (*runsAhead, error) {
-	heads, recs, err := br.ReadRuns(ctx, runs[from:], exportPageRecords)
-	if err != nil {
-		return nil, err
-	}
-	if len(heads) != len(runs)-from {
-		return nil, fmt.Errorf("export: read %d runs, the store answered for %d", len(runs)-from, len(heads))
-	}
-	a := &runsAhead{from: from, runs: make([]prefetched, 0, len(heads))}
-	k := 0
-	for i, h := range heads {
-		run := runs[from+i]
-		start := k
-		for k < len(recs) && recs[k].Run == run {
-			k++
+// scanPages reads br's pages from the first, into pages taken from free,
+// into out until the last, an
+// error (sent), or ctx's end; then it closes out.
+func scanPages(ctx context.Context, br store.BulkReader, free <-chan *store.RunsPage, out chan<- scanned) {
+	defer close(out)
+	var at store.RunCursor
+	for {
+		var p *store.RunsPage
+		select {
+		case p = <-free:
+		case <-ctx.Done():
+			return
 		}
-		a.runs = append(a.runs, prefetched{head: h, recs: recs[start:k]})
-		if uint64(k-start) < uint64(h.Seq) {
-			break // cut here: this run reads on page by page, the next runs ask again
+		err := br.ScanRuns(ctx, p, at, exportPageRecords, exportPageBytes)
+		next, done := p.Next, p.Done // read before the writer has the page
+		select {
+		case out <- scanned{page: p, err: err}:
+		case <-ctx.Done():
+			return
 		}
+		if err != nil || done {
+			return
+		}
+		if next == at {
+			select {
+			case out <- scanned{err: &store.CorruptError{Run: at.Run, Seq: at.Seq, Detail: "the store's scan did not advance past a page that is not the last"}}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		at = next
 	}
-	if k != len(recs) {
-		return nil, &store.CorruptError{Run: recs[k].Run, Detail: "ReadRuns returned records out of the order of the runs asked"}
-	}
-	a.end = from + len(a.runs)
-	return a, nil
 }

@@ -220,7 +220,10 @@ func matchJournal(ctx context.Context, j Source, want store.Checkpoint) error {
 	return nil
 }
 
-// runWriter writes run blocks and their records.
+// runWriter writes run blocks and their records: begin writes a run's
+// block, record checks and writes each of its records in order, and end
+// checks the run as a whole. writeRun drives them from a Source one run at
+// a time; an export through a store.BulkReader drives them from its pages.
 type runWriter struct {
 	j        Source
 	lw       *lineWriter
@@ -232,9 +235,13 @@ type runWriter struct {
 	hit      []bool
 	pageSize int
 	blocks   *blockDigest // a package: the statement's blocks digest
-	// pre, when set, is the run's head and first records, read with its
-	// neighbours (an export through store.BulkReader).
-	pre *prefetched
+
+	// The run begun: its block, its head, the last record written, and
+	// the latest RunConcluded record (decoded once, at the end of the run).
+	blk        runBlock
+	head, last store.Head
+	concl      []byte
+	conclAt    store.Seq
 }
 
 const (
@@ -272,48 +279,22 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 				return false, 0, &UnplacedRunError{Run: run, Index: &idx, Size: rw.cp.Size}
 			}
 		}
-	} else if pos != nil && pos.Index < rw.cp.Size {
-		blk.Sealed, blk.Index, blk.Seal = true, pos.Index, pos.Leaf
+	} else {
+		rw.exportPosition(&blk, pos)
 	}
-	var head store.Head
-	var err error
-	if rw.pre != nil {
-		head = rw.pre.head
-	} else if head, err = rw.j.Head(ctx, run); err != nil {
+	head, err := rw.j.Head(ctx, run)
+	if err != nil {
 		return false, 0, err
 	}
-	if head.Seq == 0 {
-		return false, 0, &SelectionError{Detail: fmt.Sprintf("run %s is not in the journal", run)}
-	}
-	if blk.Sealed && head.Hash != blk.Seal {
-		return false, 0, &store.CorruptError{Run: run, Seq: head.Seq, Detail: "the sealed run's head is not its leaf"}
-	}
-	blk.Records = uint64(head.Seq)
-	rw.lw.buf = appendRunBlock(rw.lw.buf[:0], rw.kind, &blk, rw.proofs)
-	if rw.blocks != nil {
-		rw.blocks.line(rw.lw.buf, true)
-	}
-	if err := rw.lw.write(rw.lw.buf); err != nil {
+	if err := rw.begin(&blk, head); err != nil {
 		return false, 0, err
 	}
-
-	if rw.hit == nil || len(rw.hit) != len(rw.cases) {
-		rw.hit = make([]bool, len(rw.cases))
-	}
-	clear(rw.hit)
-	// The store decoded and checked each record as it read it; the writer
-	// re-checks the chain (the links and the hash over the exact bytes),
-	// which costs a hash, not a second decoding.
-	var last store.Head
-	latest := ""
 	if rw.pageSize == 0 {
 		rw.pageSize = minPage
 	}
 	for from := store.Seq(1); from <= head.Seq; {
-		var page []store.Record
-		if from == 1 && rw.pre != nil && len(rw.pre.recs) > 0 {
-			page = rw.pre.recs
-		} else if page, err = rw.j.ReadPage(ctx, run, from, rw.pageSize); err != nil {
+		page, err := rw.j.ReadPage(ctx, run, from, rw.pageSize)
+		if err != nil {
 			return false, 0, err
 		}
 		if len(page) == 0 {
@@ -324,24 +305,10 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 			if r.Seq > head.Seq {
 				break // appended after the head was read
 			}
-			if r.Seq != last.Seq+1 || r.Run != run || r.PrevHash != last.Hash || store.ChainHash(last.Hash, r.Raw) != r.Hash {
-				return false, 0, &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("the record read does not continue the chain at seq %d", last.Seq+1)}
+			if r.Run != run || r.PrevHash != rw.last.Hash {
+				return false, 0, &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("the record read does not continue the chain at seq %d", rw.last.Seq+1)}
 			}
-			last = store.Head{Seq: r.Seq, Hash: r.Hash}
-			if r.Kind == store.KindRunConcluded {
-				f, err := store.ReadFacts(r.Body)
-				if err != nil {
-					return false, 0, &store.CorruptError{Run: run, Seq: r.Seq, Detail: err.Error()}
-				}
-				latest = f.Outcome
-			}
-			if !r.Case.IsZero() {
-				if i, ok := slices.BinarySearchFunc(rw.cases, r.Case, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {
-					rw.hit[i] = true
-				}
-			}
-			rw.lw.buf = appendRecordLine(rw.lw.buf[:0], r.Hash, r.Raw)
-			if err := rw.lw.write(rw.lw.buf); err != nil {
+			if err := rw.record(r.Seq, r.Hash, r.Raw, r.Kind == store.KindRunConcluded, r.Case); err != nil {
 				return false, 0, err
 			}
 			pageBytes += len(r.Raw)
@@ -352,17 +319,90 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 		avg := pageBytes/len(page) + 1
 		rw.pageSize = min(max(targetBytes/avg, minPage), maxPage)
 	}
-	if last != head {
-		return false, 0, &store.CorruptError{Run: run, Seq: last.Seq, Detail: fmt.Sprintf("the chain read ends at seq %d, the head is seq %d", last.Seq, head.Seq)}
+	return rw.end(viaCase)
+}
+
+// exportPosition marks an export's run block sealed if the run's log
+// position is below the checkpoint's size: a run sealed after the export
+// began is exported unsealed, so the export's log is the checkpoint's.
+func (rw *runWriter) exportPosition(blk *runBlock, pos *store.Position) {
+	if pos != nil && pos.Index < rw.cp.Size {
+		blk.Sealed, blk.Index, blk.Seal = true, pos.Index, pos.Leaf
+	}
+}
+
+// begin checks a run's head against its block and writes the block.
+func (rw *runWriter) begin(blk *runBlock, head store.Head) error {
+	if head.Seq == 0 {
+		return &SelectionError{Detail: fmt.Sprintf("run %s is not in the journal", blk.Run)}
+	}
+	if blk.Sealed && head.Hash != blk.Seal {
+		return &store.CorruptError{Run: blk.Run, Seq: head.Seq, Detail: "the sealed run's head is not its leaf"}
+	}
+	blk.Records = uint64(head.Seq)
+	rw.lw.buf = appendRunBlock(rw.lw.buf[:0], rw.kind, blk, rw.proofs)
+	if rw.blocks != nil {
+		rw.blocks.line(rw.lw.buf, true)
+	}
+	if err := rw.lw.write(rw.lw.buf); err != nil {
+		return err
+	}
+	rw.blk, rw.head, rw.last, rw.conclAt = *blk, head, store.Head{}, 0
+	if rw.hit == nil || len(rw.hit) != len(rw.cases) {
+		rw.hit = make([]bool, len(rw.cases))
+	}
+	clear(rw.hit)
+	return nil
+}
+
+// record checks that a record continues the chain of the run begun (the
+// next seq, its hash over the previous hash and its exact bytes) and
+// writes its line. The store checked each record as it read it; this
+// re-check costs a hash, not a decoding: only the run's latest conclusion
+// is decoded, by end.
+func (rw *runWriter) record(seq store.Seq, hash store.Digest, raw []byte, concluded bool, c store.CaseID) error {
+	if seq != rw.last.Seq+1 || store.ChainHash(rw.last.Hash, raw) != hash {
+		return &store.CorruptError{Run: rw.blk.Run, Seq: seq, Detail: fmt.Sprintf("the record read does not continue the chain at seq %d", rw.last.Seq+1)}
+	}
+	if concluded {
+		rw.concl, rw.conclAt = append(rw.concl[:0], raw...), seq
+	}
+	rw.last = store.Head{Seq: seq, Hash: hash}
+	if !c.IsZero() {
+		if i, ok := slices.BinarySearchFunc(rw.cases, c, func(a, b store.CaseID) int { return bytes.Compare(a[:], b[:]) }); ok {
+			rw.hit[i] = true
+		}
+	}
+	rw.lw.buf = appendRecordLine(rw.lw.buf[:0], hash, raw)
+	return rw.lw.write(rw.lw.buf)
+}
+
+// end checks the run begun as a whole: its chain ends at its head, and it
+// is sealed exactly if its latest conclusion seals. It returns whether the
+// run is sealed and its number of records.
+func (rw *runWriter) end(viaCase []int) (bool, uint64, error) {
+	run := rw.blk.Run
+	if rw.last != rw.head {
+		return false, 0, &store.CorruptError{Run: run, Seq: rw.last.Seq, Detail: fmt.Sprintf("the chain read ends at seq %d, the head is seq %d", rw.last.Seq, rw.head.Seq)}
 	}
 	if rw.blocks != nil {
-		rw.blocks.head(last.Hash)
+		rw.blocks.head(rw.last.Hash)
+	}
+	// The latest conclusion matters to a sealed run (it must seal) and to
+	// a package's unsealed run (it must not); an export's unsealed run is
+	// written as it stands, and Restore reads every record in full.
+	latest := ""
+	if rw.conclAt != 0 && (rw.blk.Sealed || rw.proofs) {
+		var err error
+		if latest, err = store.ConclusionOutcome(run, rw.conclAt, rw.concl); err != nil {
+			return false, 0, err
+		}
 	}
 	sealing := store.IsSealingOutcome(latest)
 	switch {
-	case blk.Sealed && !sealing:
-		return false, 0, &store.CorruptError{Run: run, Seq: head.Seq, Detail: fmt.Sprintf("sealed, but its latest conclusion %q is not a sealing outcome", latest)}
-	case !blk.Sealed && sealing && rw.proofs:
+	case rw.blk.Sealed && !sealing:
+		return false, 0, &store.CorruptError{Run: run, Seq: rw.head.Seq, Detail: fmt.Sprintf("sealed, but its latest conclusion %q is not a sealing outcome", latest)}
+	case !rw.blk.Sealed && sealing && rw.proofs:
 		return false, 0, &UnplacedRunError{Run: run, Outcome: latest, Size: rw.cp.Size}
 	}
 	for _, i := range viaCase {
@@ -375,7 +415,7 @@ func (rw *runWriter) writeRun(ctx context.Context, run store.RunID, pos *store.P
 			rw.caseRuns[i]++
 		}
 	}
-	return blk.Sealed, blk.Records, nil
+	return rw.blk.Sealed, rw.blk.Records, nil
 }
 
 // merger yields the union of the selected runs and the runs of the selected

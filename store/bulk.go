@@ -67,20 +67,20 @@ func CheckSeal(epoch Epoch, outcome string) error {
 	return nil
 }
 
-// BulkReader is implemented by a backend that can read many runs in one
-// query: an export of a million runs in a few thousand queries instead of
-// three million.
+// BulkReader is implemented by a backend that can read a tenant's runs in
+// id order a page at a time, with range scans: an export of a million runs
+// in a few hundred queries instead of three million point reads.
 type BulkReader interface {
-	// ReadRuns returns, from one read snapshot, the head of each run asked
-	// (in the order asked; the genesis head for a run with no records) and
-	// the runs' records from seq 1, in the order of runs then of seqs, at
-	// most limit records in all: a run whose records were cut by the limit
-	// has fewer than its head's seq, and the runs after it none. runs must
-	// be in ascending id order. Records are not decoded as ReadPage decodes
-	// them: Raw, PrevHash and Hash are as stored, Run and Seq those of the
-	// row, Kind and Case the store's own columns, and only a RunConcluded
-	// record's body is decoded (and checked against its hash), for its
-	// outcome. The caller checks the chain over the exact bytes (Export
-	// does; Restore checks every record in full).
-	ReadRuns(ctx context.Context, runs []RunID, limit int) ([]Head, []Record, error)
+	// ScanRuns fills page, from one read snapshot, with the tenant's
+	// records after the cursor in (run, seq) order, at most limit of them
+	// and no more once maxBytes of raw bytes are read (at least one record
+	// when any follows), and the run rows of every run from the cursor's
+	// run (or the first run, for the zero cursor) to the last record's
+	// run; or to the last run when the page reaches the end of the
+	// records, so that a run row without records is in some page. Records
+	// are not decoded: Raw and Hash are as stored, and the caller checks
+	// the chain over the exact bytes (Export does; Restore checks every
+	// record in full). The page's memory is reused: what the caller held
+	// from its previous contents is overwritten.
+	ScanRuns(ctx context.Context, page *RunsPage, after RunCursor, limit, maxBytes int) error
 }

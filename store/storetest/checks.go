@@ -36,6 +36,7 @@ var checks = []check{
 	// bulk writes (optional interface)
 	{"bulk/append-and-seal-in-order", checkBulkAppendAndSeal},
 	{"bulk/refusal-writes-nothing", checkBulkRefusalWritesNothing},
+	{"bulk/scan-runs-in-pages", checkBulkScanRuns},
 	// outcome index
 	{"outcome-index/sealed-runs-findable", checkOutcomeFindable},
 	{"outcome-index/last-conclusion-wins", checkLastConclusionWins},
@@ -100,6 +101,7 @@ var checks = []check{
 	{"auth/tokens-kept-hashed", checkTokens},
 	// integrity: what Verify and VerifyLog catch when the database is
 	// edited behind the store's back
+	{"integrity/scan-without-run-row", checkBulkScanMissingRunRow},
 	{"integrity/sound-store-verifies", checkSoundStoreVerifies},
 	{"integrity/zeroed-log-node", checkZeroedLogNode},
 	{"integrity/zeroed-leaf-hash", checkZeroedLeafHash},
