@@ -21,7 +21,7 @@ import (
 // testServer is a Server over a fresh SQLite journal on a loopback
 // listener, with a writer token.
 type testServer struct {
-	t     *testing.T
+	t     testing.TB
 	st    *sqlite.Store
 	srv   *Server
 	url   string
@@ -31,7 +31,7 @@ type testServer struct {
 
 type serverOpt func(*Config, *Timeouts)
 
-func startServer(t *testing.T, opts ...serverOpt) *testServer {
+func startServer(t testing.TB, opts ...serverOpt) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log"})

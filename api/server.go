@@ -666,22 +666,24 @@ func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 		return badRequest("epoch", "epoch must be from 1 to 2^62")
 	}
 	body := http.MaxBytesReader(w, r.Body, MaxAppendBody)
-	batches, err := appendinput.Parse(body, store.Epoch(e))
+	batches, err := appendinput.Split(body, store.Epoch(e))
 	if err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe), errors.Is(err, store.ErrRecordTooLarge):
-			return err
-		case errors.Is(err, appendinput.ErrLineTooLong):
-			return &Error{Status: http.StatusRequestEntityTooLarge, Message: err.Error() + "; nothing was written"}
-		}
-		return badRequest("", "%v; nothing was written", err)
+		return inputError(err)
 	}
-	var acks []Ack
+	n := 0
+	for _, b := range batches {
+		n += len(b.Lines)
+	}
+	acks := make([]Ack, 0, n)
 	for _, b := range batches {
 		recs, err := t.Store.Append(r.Context(), store.Epoch(e), b.Appends)
 		if err != nil {
 			if len(acks) == 0 {
+				// Split left a lone batch's records to the store; a line
+				// at fault is named as Parse would have named it.
+				if cerr := appendinput.Check(batches, store.Epoch(e)); cerr != nil {
+					return inputError(cerr)
+				}
 				return err
 			}
 			return fmt.Errorf("%w (%s refused; %d records of earlier batches were committed)", err, b.Describe(), len(acks))
@@ -690,8 +692,21 @@ func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 			acks = append(acks, Ack{Line: b.Lines[i], Run: rec.Run, Seq: rec.Seq, Hash: rec.Hash})
 		}
 	}
-	writeJSON(w, http.StatusOK, Appended{Records: acks})
+	writeAppended(w, Appended{Records: acks})
 	return nil
+}
+
+// inputError is the answer to an append body that appendinput refused:
+// nothing of it was written.
+func inputError(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe), errors.Is(err, store.ErrRecordTooLarge):
+		return err
+	case errors.Is(err, appendinput.ErrLineTooLong):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: err.Error() + "; nothing was written"}
+	}
+	return badRequest("", "%v; nothing was written", err)
 }
 
 // ttl turns ttl_seconds into a Duration, refusing a count the store would

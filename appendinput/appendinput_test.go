@@ -76,3 +76,32 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestSplit_LeavesOneBatchToTheStoreChecksSeveral: Split skips the
+// record encoding of a lone batch (the store's Append does it whole) but
+// not of several, where a later refusal would follow earlier commits;
+// Check then names the line Parse would have named.
+func TestSplit_LeavesOneBatchToTheStoreChecksSeveral(t *testing.T) {
+	const run2 = "01J9Z8Q4W5X6Y7Z8A9B0C1D2E4"
+	good := `{"run":"` + run1 + `","kind":"Note","text":"x"}` + "\n"
+	bad := `{"run":"` + run1 + `","kind":"Bad Kind!"}` + "\n"
+	other := `{"run":"` + run2 + `","kind":"Note","text":"x"}` + "\n"
+
+	bs, err := Split(strings.NewReader(good+bad), 1)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("one batch: %d batches, %v; want it left to the store", len(bs), err)
+	}
+	var le *LineError
+	if err := Check(bs, 1); !errors.As(err, &le) || le.Line != 2 {
+		t.Fatalf("Check: %v, want a LineError for line 2", err)
+	}
+	if _, err := Parse(strings.NewReader(good+bad), 1); !errors.As(err, &le) || le.Line != 2 {
+		t.Fatalf("Parse: %v, want a LineError for line 2", err)
+	}
+	if _, err := Split(strings.NewReader(other+good+bad), 1); !errors.As(err, &le) || le.Line != 3 {
+		t.Fatalf("two batches: %v, want a LineError for line 3", err)
+	}
+	if bs, err := Split(strings.NewReader(other+good), 1); err != nil || len(bs) != 2 || Check(bs, 1) != nil {
+		t.Fatalf("two good batches: %d, %v", len(bs), err)
+	}
+}

@@ -41,7 +41,11 @@ type examined struct {
 	// that line's claimed hash) in the same chunk.
 	chained     bool
 	used, chain store.Digest
-	rec         recordFacts
+	// claimed and raw are what parseRecordLine returned for the line
+	// (raw as offsets in the line), so the verifier does not parse it again.
+	claimed          store.Digest
+	rawStart, rawEnd int
+	rec              recordFacts
 }
 
 // recordLinePrefix starts every record line.
@@ -84,7 +88,10 @@ func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
 			state = unknown
 			continue
 		}
-		e := examined{off: off, end: off + i, rec: examineBody(raw, &w.cache, w.filter)}
+		// raw aliases line: its offsets in it follow from the capacities.
+		rawStart := cap(line) - cap(raw)
+		e := examined{off: off, end: off + i, claimed: claimed, rawStart: rawStart, rawEnd: rawStart + len(raw),
+			rec: examineBody(raw, &w.cache, w.filter)}
 		switch state {
 		case afterRunBlock:
 			e.chained = true
@@ -100,16 +107,26 @@ func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
 	return ex
 }
 
-// chainHasher computes store.ChainHash, SHA-256(prev || raw), with one
-// hasher and one output buffer reused for every record: a hasher per record,
-// or a digest written through the hash.Hash interface into a local array,
-// costs an allocation per record.
+// chainHasher computes store.ChainHash, SHA-256(prev || raw). A record of
+// up to chainCopyMax bytes is copied after prev into one reused buffer and
+// hashed with sha256.Sum256, which keeps its state on the stack: the
+// streaming hash.Hash costs an allocation and an interface call per
+// record in Sum, more than copying a kilobyte. Larger records stream
+// through one reused hasher, so the buffer stays small.
 type chainHasher struct {
+	buf []byte
 	h   hash.Hash
 	out []byte
 }
 
+// chainCopyMax bounds the records hashed through chainHasher's buffer.
+const chainCopyMax = 64 << 10
+
 func (c *chainHasher) sum(prev store.Digest, raw []byte) store.Digest {
+	if len(raw) <= chainCopyMax {
+		c.buf = append(append(c.buf[:0], prev[:]...), raw...)
+		return sha256.Sum256(c.buf)
+	}
 	if c.h == nil {
 		c.h, c.out = sha256.New(), make([]byte, 0, sha256.Size)
 	}

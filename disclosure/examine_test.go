@@ -155,3 +155,17 @@ func TestVerify_RecordFilter(t *testing.T) {
 		}
 	}
 }
+
+// chainHasher is store.ChainHash on either side of the size where it stops
+// copying records into its buffer, whatever the order of the sizes.
+func TestChainHasherIsChainHash(t *testing.T) {
+	var c chainHasher
+	prev := store.Digest{1, 2, 3}
+	for _, n := range []int{0, 1, 1100, chainCopyMax, chainCopyMax + 1, 3 * chainCopyMax, 5, chainCopyMax - 1, 1100} {
+		raw := bytes.Repeat([]byte{byte(n)}, n)
+		if got, want := c.sum(prev, raw), store.ChainHash(prev, raw); got != want {
+			t.Fatalf("%d bytes: %s, store.ChainHash %s", n, got, want)
+		}
+		prev = c.sum(prev, raw)
+	}
+}

@@ -103,11 +103,23 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 			ferr = fmt.Errorf("record body: "+format, args...)
 		}
 	}
+	// The kind's own members, as spans of raw from a key's opening quote
+	// to the end of its value, for the Fields of the kinds the store reads
+	// (most bodies have few; more fall back to store.DecodeBody).
+	var own [8][2]int
+	nOwn := 0
 	err := canon.CheckObject(raw, func(k, v []byte) {
 		if filter != nil && !relevant && filter(k, v) {
 			relevant = true
 		}
 		switch string(k) {
+		default:
+			// k and v alias raw (CheckObject), so their offsets in it
+			// follow from their capacities.
+			if nOwn < len(own) {
+				own[nOwn] = [2]int{cap(raw) - cap(k) - 1, cap(raw) - cap(v) + len(v)}
+			}
+			nOwn++
 		case "seq":
 			seen[6] = true
 			b.Seq = store.Seq(bodyUint(v, 64, "seq", fail))
@@ -192,8 +204,26 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 	if !storeReadKind(b.Kind) {
 		return b, store.Facts{}, relevant, nil
 	}
-	full, err := store.DecodeBody(raw)
-	if err != nil {
+	full := b
+	if nOwn <= len(own) {
+		// raw is canonical, so the kind's own members, as written and in
+		// order, are the canonical object of its fields: what
+		// store.DecodeBody would marshal again after parsing the whole
+		// body into a tree (FuzzDecodeRecordBody holds the two equal).
+		n := 2
+		for _, sp := range own[:nOwn] {
+			n += sp[1] - sp[0] + 1
+		}
+		fields := make([]byte, 0, n)
+		fields = append(fields, '{')
+		for i, sp := range own[:nOwn] {
+			if i > 0 {
+				fields = append(fields, ',')
+			}
+			fields = append(fields, raw[sp[0]:sp[1]]...)
+		}
+		full.Fields = append(fields, '}')
+	} else if full, err = store.DecodeBody(raw); err != nil {
 		return store.Body{}, store.Facts{}, false, err
 	}
 	f, err := store.ReadFacts(full)
@@ -222,11 +252,21 @@ func checkBodyRules(b store.Body) error {
 // most bits bits. A canonical number is all digits exactly when it is a
 // non-negative integer.
 func bodyUint(v []byte, bits int, name string, fail func(string, ...any)) uint64 {
+	var n uint64
 	for _, c := range v {
 		if c < '0' || c > '9' {
 			fail("%q is not a non-negative integer", name)
 			return 0
 		}
+		n = n*10 + uint64(c-'0')
+	}
+	// Up to 19 digits cannot overflow 64 bits: the common case needs no
+	// second pass; longer ones go to strconv, which knows where 2^64 is.
+	if len(v) <= 19 {
+		if bits < 64 && n>>bits != 0 {
+			fail("%q out of range for %d bits", name, bits)
+		}
+		return n
 	}
 	n, err := strconv.ParseUint(string(v), 10, bits)
 	if err != nil {

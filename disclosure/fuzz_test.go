@@ -52,6 +52,14 @@ func FuzzDecodeRecordBody(f *testing.F) {
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"Succeeded","run":"01JC000000000000000000000A","seq":5,"v":1}`))
 	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":5,"text":{"seq":"x"},"v":1}`))
+	// Integers at the edges of their widths, where bodyUint's own digit
+	// loop hands over to strconv (more than 19 digits).
+	for _, m := range []string{`"seq":9999999999999999999`, `"seq":18446744073709551615`, `"seq":18446744073709551616`,
+		`"seq":1,"step":4294967295`, `"seq":1,"step":4294967296`} {
+		f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A",` + m + `,"v":1}`))
+	}
+	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":1,"v":65537}`))
+	f.Add([]byte(`{"epoch":4611686018427387905,"kind":"Note","run":"01JC000000000000000000000A","seq":1,"v":1}`))
 	var cache bodyCache // warmed by earlier inputs: it must change no result
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		got, gotFacts, err := decodeRecordBody(raw)

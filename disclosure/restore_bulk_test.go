@@ -52,7 +52,7 @@ func TestRestore_ResumeAfterInterruptedBulk(t *testing.T) {
 	w := newWorld(t)
 	exp := export(t, w.j)
 	want, _ := w.j.Checkpoint(ctx)
-	opts := RestoreOptions{bulkRuns: 2, bulkSeals: 2}
+	opts := RestoreOptions{BulkRuns: 2, BulkSeals: 2}
 	var phases []string
 	for n := 0; ; n++ {
 		target := openJournal(t, testOrigin)
@@ -148,5 +148,22 @@ func TestRestore_ReorderedRunsAndHeldRunNamed(t *testing.T) {
 	var rr *RestoreRefusedError
 	if !errors.As(err, &rr) || !strings.Contains(err.Error(), "already holds run "+first.String()) {
 		t.Fatalf("a target holding runs C and E: %v, want run %s named", err, first)
+	}
+}
+
+// A negative bulk size would never fill a bulk of seals, holding every
+// seal in memory: it is refused before anything is read.
+func TestRestoreWith_NegativeBulkSizeRefused(t *testing.T) {
+	ctx := context.Background()
+	exp := export(t, newWorld(t).j)
+	for _, opts := range []RestoreOptions{{BulkRuns: -1}, {BulkSeals: -1}} {
+		target := openJournal(t, testOrigin)
+		_, err := RestoreWith(ctx, target, bytes.NewReader(exp), opts)
+		if !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("%+v: %v, want store.ErrInvalidArgument", opts, err)
+		}
+		if runs, _ := target.RunsByID(ctx, nil, 1); len(runs) != 0 {
+			t.Fatalf("%+v: wrote %d runs", opts, len(runs))
+		}
 	}
 }

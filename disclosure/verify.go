@@ -200,12 +200,20 @@ func Verify(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 
 // verify is Verify, returning the verifier for tests to look into.
 func verify(ctx context.Context, r io.Reader, opts Options) (*verifier, error) {
+	return verifyWith(ctx, r, opts, &examiner{filter: opts.RecordFilter})
+}
+
+// verifyWith is verify with workers that examine record lines ahead with
+// x, or, when x is nil, none: every line is then parsed and checked by the
+// verifier itself, the path the workers' results must agree with
+// (TestVerify_AheadAgreesWithInline).
+func verifyWith(ctx context.Context, r io.Reader, opts Options, x *examiner) (*verifier, error) {
 	if opts.MaxFindings <= 0 {
 		opts.MaxFindings = 100
 	}
 	v := &verifier{opts: opts, rep: &Report{Proven: []string{}, Findings: []Finding{}, Unverifiable: []string{}, NotChecked: []string{}},
 		blocks: newBlockDigest()}
-	v.lr = newExaminingReader(ctx, r, opts.Progress, &examiner{filter: opts.RecordFilter})
+	v.lr = newExaminingReader(ctx, r, opts.Progress, x)
 	defer v.lr.close()
 	err := v.run(ctx)
 	if err == nil {
@@ -595,19 +603,23 @@ func (v *verifier) runBlock(line []byte) {
 func (v *verifier) record(line []byte) {
 	run := v.blk.Run
 	seq := v.nextSeq
-	claimed, raw, err := parseRecordLine(line)
-	if err != nil {
-		v.stop(CheckFraming, "expected record %d of %d of run %s: %v", seq, v.blk.Records, run, err)
-		return
-	}
-	v.rep.Counts.Records++
-	// A worker examined most lines ahead (examine.go); its findings are
-	// the same function of the same bytes.
+	// A worker examined most lines ahead (examine.go); its findings, the
+	// line's parse included, are the same functions of the same bytes.
 	x := v.lr.examined(len(line))
+	var claimed store.Digest
+	var raw []byte
 	var rec recordFacts
 	if x != nil {
-		rec = x.rec
+		claimed, raw, rec = x.claimed, line[x.rawStart:x.rawEnd], x.rec
+		v.rep.Counts.Records++
 	} else {
+		var err error
+		claimed, raw, err = parseRecordLine(line)
+		if err != nil {
+			v.stop(CheckFraming, "expected record %d of %d of run %s: %v", seq, v.blk.Records, run, err)
+			return
+		}
+		v.rep.Counts.Records++
 		rec = examineBody(raw, &v.bodies, v.opts.RecordFilter)
 	}
 	if rec.err != nil {

@@ -12,9 +12,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/runseal/runseal/internal/groupcommit"
 )
 
 // File is a key ring in a directory: one 32-byte key per scope in
@@ -26,12 +29,29 @@ import (
 // be kept out of the journal's backups (and, on copy-on-write or flash
 // storage, overwriting a file does not guarantee that its old blocks are
 // gone; the tombstone and unlink are what this ring can promise).
+//
+// Durability: Wrap never hands out a key whose file name it has not seen
+// made durable (the file fsynced before it is linked into place, then its
+// directory fsynced), so no record is ever sealed under a key a crash could
+// still lose, which would silently "erase" it. A key this process created
+// or first loaded for Wrap waits for a directory fsync that began after the
+// key's link; concurrent waits share one fsync per directory (package
+// internal/groupcommit), so a burst of new scopes pays one directory fsync,
+// not one each. A key loaded from disk only to Unwrap needs none.
 type File struct {
 	dir string
 
 	mu    sync.Mutex
 	cache map[string]cachedKey // scope keys read, revalidated after Revalidate
 	now   func() time.Time
+
+	syncOnce sync.Once
+	syncs    *groupcommit.Queue[string] // directory fsyncs, shared by concurrent waiters
+	waits    atomic.Int64               // callers in durable now (a gauge; tests order events by it)
+	syncDir  func(dir string) error     // fsyncs a directory; tests observe it
+	linked   func(path string)          // called once a key file is linked; tests observe it
+	dirsMu   sync.Mutex
+	dirs     map[string]bool // directories known to exist durably
 }
 
 // cachedKey is a scope key as read, with the identity of the file it was
@@ -42,6 +62,7 @@ type cachedKey struct {
 	key     []byte
 	file    os.FileInfo
 	checked time.Time // when the file and the absent tombstone were last seen
+	durable bool      // its name was seen fsynced: Wrap may use it
 }
 
 // Revalidate is how long a cached scope key is used without looking at the
@@ -62,8 +83,16 @@ func OpenFile(dir string) (*File, error) {
 	if dir == "" {
 		return nil, errors.New("key ring: empty directory name")
 	}
+	dir = filepath.Clean(dir) // the stop of mkdirs' walk up: "keys/" is "keys"
+	_, serr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("key ring: %w", err)
+	}
+	if errors.Is(serr, fs.ErrNotExist) {
+		// A new ring: its own name must survive a crash with its keys.
+		if err := fsyncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("key ring: %w", err)
+		}
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -75,7 +104,92 @@ func OpenFile(dir string) (*File, error) {
 	if st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("key ring: %s has mode %v; it must not be accessible to group or others (chmod 700)", dir, st.Mode().Perm())
 	}
-	return &File{dir: dir, cache: map[string]cachedKey{}, now: time.Now}, nil
+	return &File{dir: dir, cache: map[string]cachedKey{}, now: time.Now, syncDir: fsyncDir, linked: func(string) {}, dirs: map[string]bool{dir: true}}, nil
+}
+
+// Close stops the ring's directory-fsync committer once every wait already
+// queued is answered. A ring is usable without Close; it only frees a
+// goroutine.
+func (f *File) Close() error {
+	f.syncOnce.Do(func() {}) // a ring never used starts none
+	if f.syncs != nil {
+		f.syncs.Close()
+	}
+	return nil
+}
+
+// durable waits for an fsync of dir that begins after the call: whatever
+// was linked into dir before it is then on disk. Concurrent calls share
+// fsyncs (one per distinct directory of a group).
+func (f *File) durable(ctx context.Context, dir string) error {
+	f.syncOnce.Do(func() {
+		f.syncs = groupcommit.New(groupcommit.Config[string]{Attempt: f.syncGroup})
+	})
+	if f.syncs == nil {
+		return f.syncDir(dir) // closed before first use
+	}
+	f.waits.Add(1)
+	defer f.waits.Add(-1)
+	err := f.syncs.Submit(ctx, dir)
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return f.syncDir(dir)
+	}
+	return err
+}
+
+// syncGroup fsyncs each distinct directory of a group once.
+func (f *File) syncGroup(group []*groupcommit.Member[string]) ([]*groupcommit.Member[string], error) {
+	done := map[string]error{}
+	for _, m := range group {
+		err, ok := done[m.Req]
+		if !ok {
+			err = f.syncDir(m.Req)
+			done[m.Req] = err
+		}
+		m.Answer(err)
+	}
+	return nil, nil
+}
+
+// mkdirs creates dir and any missing parent under the ring's directory
+// (mode 0700), fsyncing each new directory's parent so the path survives a
+// crash with the key in it.
+func (f *File) mkdirs(ctx context.Context, dir string) error {
+	f.dirsMu.Lock()
+	known := f.dirs[dir]
+	f.dirsMu.Unlock()
+	if known {
+		return nil
+	}
+	if parent := filepath.Dir(dir); dir != f.dir && parent != dir {
+		if err := f.mkdirs(ctx, parent); err != nil {
+			return err
+		}
+	}
+	err := os.Mkdir(dir, 0o700)
+	switch {
+	case err == nil:
+		// A new name in the parent: durable before anything goes in it.
+		if err := f.durable(ctx, filepath.Dir(dir)); err != nil {
+			return err
+		}
+	case errors.Is(err, fs.ErrExist):
+		// Made by another process or an earlier run; its creator synced
+		// its parent, or it predates this ring's durability rule: sync
+		// the parent once so this process can rely on it.
+		if err := f.durable(ctx, filepath.Dir(dir)); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	f.dirsMu.Lock()
+	if len(f.dirs) >= 4096 {
+		clear(f.dirs)
+	}
+	f.dirs[dir] = true
+	f.dirsMu.Unlock()
+	return nil
 }
 
 // Dir is the ring's directory.
@@ -100,14 +214,15 @@ func exists(p string) (bool, error) {
 	return false, err
 }
 
-// scopeKey reads scope's key; create makes it when absent.
-func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
+// scopeKey reads scope's key; create (Wrap) makes it when absent and
+// returns only a key whose name is durable.
+func (f *File) scopeKey(ctx context.Context, scope string, create bool) ([]byte, error) {
+	if k := f.fresh(scope, create); k != nil {
+		return k, nil
+	}
 	kp, tp, err := f.paths(scope)
 	if err != nil {
 		return nil, err
-	}
-	if k := f.fresh(scope); k != nil {
-		return k, nil
 	}
 	erased, err := exists(tp)
 	if err != nil {
@@ -117,7 +232,7 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 		f.drop(scope)
 		return nil, &ScopeError{Scope: scope, Err: ErrErased}
 	}
-	if k := f.cached(scope, kp); k != nil {
+	if k := f.cached(scope, kp, create); k != nil {
 		return k, nil
 	}
 	k, err := os.ReadFile(kp)
@@ -125,14 +240,14 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 		if len(k) != DataKeySize {
 			return nil, &ScopeError{Scope: scope, Err: fmt.Errorf("key file %s holds %d bytes, not %d", kp, len(k), DataKeySize)}
 		}
-		if st, err := os.Lstat(kp); err == nil {
-			f.mu.Lock()
-			if len(f.cache) >= 4096 {
-				clear(f.cache)
+		if create {
+			// Another writer (goroutine or process) may have linked it
+			// and not yet fsynced its directory: see it durable first.
+			if err := f.durable(ctx, filepath.Dir(kp)); err != nil {
+				return nil, fmt.Errorf("key ring: sync key of scope %s: %w", scope, err)
 			}
-			f.cache[scope] = cachedKey{key: k, file: st, checked: f.now()}
-			f.mu.Unlock()
 		}
+		f.remember(scope, kp, k, create)
 		return k, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -148,33 +263,51 @@ func (f *File) scopeKey(scope string, create bool) ([]byte, error) {
 	// Link, not rename: the first creator wins and a racing one reads the
 	// winner's key instead of replacing it (which would orphan data keys
 	// already wrapped under the loser's).
-	if err := writeDurable(kp, k, false); err != nil {
+	if err := f.writeDurable(ctx, kp, k, false); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return f.scopeKey(scope, false)
+			return f.scopeKey(ctx, scope, true)
 		}
 		return nil, fmt.Errorf("key ring: create key for scope %s: %w", scope, err)
 	}
+	f.remember(scope, kp, k, true)
 	return k, nil
 }
 
-// fresh returns scope's cached key if it was validated within Revalidate.
-func (f *File) fresh(scope string) []byte {
+// remember caches scope's key as read from kp; durable says its name was
+// seen fsynced.
+func (f *File) remember(scope, kp string, k []byte, durable bool) {
+	st, err := os.Lstat(kp)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	if len(f.cache) >= 4096 {
+		clear(f.cache)
+	}
+	f.cache[scope] = cachedKey{key: bytes.Clone(k), file: st, checked: f.now(), durable: durable}
+	f.mu.Unlock()
+}
+
+// fresh returns scope's cached key if it was validated within Revalidate
+// (and, for Wrap, seen durable). Only valid scope names are cached, so a
+// hit needs no validation.
+func (f *File) fresh(scope string, wrap bool) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, ok := f.cache[scope]
-	if !ok || f.now().Sub(c.checked) >= Revalidate {
+	if !ok || f.now().Sub(c.checked) >= Revalidate || wrap && !c.durable {
 		return nil
 	}
 	return bytes.Clone(c.key)
 }
 
 // cached returns scope's cached key if the key file is still the one it
-// was read from, and marks it validated.
-func (f *File) cached(scope, kp string) []byte {
+// was read from (and, for Wrap, was seen durable), and marks it validated.
+func (f *File) cached(scope, kp string, wrap bool) []byte {
 	f.mu.Lock()
 	c, ok := f.cache[scope]
 	f.mu.Unlock()
-	if !ok {
+	if !ok || wrap && !c.durable {
 		return nil
 	}
 	st, err := os.Lstat(kp)
@@ -202,10 +335,12 @@ func (f *File) drop(scope string) {
 
 // writeDurable writes data to path atomically: a temporary file is
 // written and fsynced, then linked (or renamed, when replace is true) into
-// place, and the directory is fsynced so the name survives a crash.
-func writeDurable(path string, data []byte, replace bool) error {
+// place, and the directory is fsynced (shared with concurrent writers) so
+// the name survives a crash. New directories on the way are made durable
+// too.
+func (f *File) writeDurable(ctx context.Context, path string, data []byte, replace bool) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := f.mkdirs(ctx, dir); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*")
@@ -237,10 +372,11 @@ func writeDurable(path string, data []byte, replace bool) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(dir)
+	f.linked(path)
+	return f.durable(ctx, dir)
 }
 
-func syncDir(dir string) error {
+func fsyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -255,7 +391,7 @@ func wrapAD(scope string) []byte { return []byte("runseal keyring file v1\x00" +
 // version byte 1, a 24-byte nonce, then XChaCha20-Poly1305 of the key with
 // the scope name as associated data.
 func (f *File) Wrap(ctx context.Context, scope string) ([]byte, []byte, error) {
-	sk, err := f.scopeKey(scope, true)
+	sk, err := f.scopeKey(ctx, scope, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,7 +413,7 @@ func (f *File) Wrap(ctx context.Context, scope string) ([]byte, []byte, error) {
 
 // Unwrap opens a data key wrapped by Wrap for scope.
 func (f *File) Unwrap(ctx context.Context, scope string, wrapped []byte) ([]byte, error) {
-	sk, err := f.scopeKey(scope, false)
+	sk, err := f.scopeKey(ctx, scope, false)
 	if err != nil {
 		return nil, err
 	}
@@ -324,20 +460,20 @@ func (f *File) Erase(ctx context.Context, scope string) (bool, error) {
 	}
 	if !erased {
 		stamp := []byte(time.Now().UTC().Format(time.RFC3339Nano) + "\n")
-		if err := writeDurable(tp, stamp, true); err != nil {
+		if err := f.writeDurable(ctx, tp, stamp, true); err != nil {
 			return false, fmt.Errorf("key ring: tombstone for scope %s: %w", scope, err)
 		}
 	}
 	f.drop(scope)
 	if hasKey {
-		if err := destroy(kp); err != nil {
+		if err := f.destroy(ctx, kp); err != nil {
 			return false, fmt.Errorf("key ring: destroy key of scope %s: %w", scope, err)
 		}
 	}
 	return !erased, nil
 }
 
-func destroy(path string) error {
+func (f *File) destroy(ctx context.Context, path string) error {
 	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
@@ -358,7 +494,7 @@ func destroy(path string) error {
 	if err := os.Remove(path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return f.durable(ctx, filepath.Dir(path))
 }
 
 // Scopes lists every scope with a key or a tombstone.

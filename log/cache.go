@@ -311,3 +311,27 @@ func (cr cachedReader) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]H
 	c.mu.Unlock()
 	return out, nil
 }
+
+// Missing returns those of ids the cache does not hold now, in order: what
+// a read through [NodeCache.Reader] would ask of the store, for a backend
+// that fetches them ahead, with whatever else the proof needs, in one round
+// trip.
+func (c *NodeCache) Missing(ids []compact.NodeID) []compact.NodeID {
+	var out []compact.NodeID
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, id := range ids {
+		if _, ok := c.get(id); !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Floor is the lowest level the cache keeps for the largest tree size it
+// has been told of: a proof reads the nodes below it from the store.
+func (c *NodeCache) Floor() uint {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.floor
+}

@@ -249,6 +249,25 @@ func ConsistencyProof(ctx context.Context, r NodeReader, oldSize, newSize uint64
 	return fetchProof(ctx, r, op, nodes)
 }
 
+// ConsistencyNodes returns the nodes [ConsistencyProof] reads for
+// oldSize and newSize, in the order it reads them, so that a backend can
+// fetch them ahead in the same round trip as the size it checks newSize
+// against. It is empty where the proof is (oldSize 0 or equal sizes).
+func ConsistencyNodes(oldSize, newSize uint64) ([]compact.NodeID, error) {
+	if oldSize > newSize {
+		return nil, &RangeError{Op: "ConsistencyNodes", Value: oldSize, Bound: newSize,
+			Detail: fmt.Sprintf("old size %d is larger than new size %d", oldSize, newSize)}
+	}
+	if oldSize == 0 || oldSize == newSize {
+		return nil, nil
+	}
+	nodes, err := proof.Consistency(oldSize, newSize)
+	if err != nil {
+		return nil, fmt.Errorf("log: ConsistencyNodes(%d, %d): %w", oldSize, newSize, err)
+	}
+	return nodes.IDs, nil
+}
+
 // fetchProof reads the nodes a proof needs, plus any extra nodes whose only
 // purpose is to be present, in one call, and rehashes the ephemeral node (the
 // root of the incomplete right subtree) from them.

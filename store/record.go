@@ -118,10 +118,16 @@ func bodyValue(b Body) (canon.Value, error) {
 		if err != nil {
 			return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: err.Error()}
 		}
-		if v.Kind != canon.Object {
-			return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
-		}
 		fields = v
+	}
+	return bodyValueOf(b, fields)
+}
+
+// bodyValueOf is bodyValue with the kind's fields already parsed (b.Fields
+// is not read).
+func bodyValueOf(b Body, fields canon.Value) (canon.Value, error) {
+	if fields.Kind != canon.Object {
+		return canon.Value{}, &InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
 	}
 	if err := validKind(b.Kind); err != nil {
 		return canon.Value{}, err

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -56,6 +57,7 @@ const verifyExample = `  auditor verify pkg.jsonl --log-key "$(cat log.vkey)" --
 func (a *app) verifyCmd() *cobra.Command {
 	var tf trustFlags
 	var asJSON, noProgress bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:     "verify PACKAGE",
 		Short:   "Verify a disclosure package offline",
@@ -86,8 +88,15 @@ func (a *app) verifyCmd() *cobra.Command {
 			}
 			var insp sealed.Inspector // sealing.go: sealed and erased fields
 			opts.OnRecord, opts.RecordFilter = insp.Add, sealed.Relevant
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			rep, verr := disclosure.Verify(cmd.Context(), in, opts)
+			if err := stopProfile(); err != nil {
+				return err
+			}
 			if bar != nil {
 				_ = bar.Finish()
 			}
@@ -115,7 +124,29 @@ func (a *app) verifyCmd() *cobra.Command {
 	tf.registerDisclosure(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "never show the progress bar (it shows only when stderr is a terminal)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the verification to this file (for go tool pprof)")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty) and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, usageErrorf("--cpuprofile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, usageErrorf("--cpuprofile: %v", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // openInput opens a file, or stdin for "-", and returns its size when known.

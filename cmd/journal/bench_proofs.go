@@ -66,12 +66,12 @@ func benchProofs(ctx context.Context, dir string, n int) (*proofsReport, error) 
 func printProofs(w io.Writer, p *proofsReport) {
 	fmt.Fprintf(w, "proofs at %d sealed runs (log built in %.1fs), load average %.2f before, %.2f after:\n", p.Size, p.BuildSeconds, p.LoadBefore, p.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\twall p50 µs\tp99 µs\tcpu p50 µs\tp99 µs\tnodes/proof\tfrom store\tGCs\t")
+	fmt.Fprintln(tw, "\twall p50 µs\tp99 µs\tcpu p50 µs\tp99 µs\tnodes/proof\tfrom store\tstatements\tGCs\t")
 	for _, l := range []struct {
 		name string
 		benchjournal.ProofLatency
 	}{{"inclusion, cold cache", p.Cold.Inclusion}, {"consistency, cold cache", p.Cold.Consistency}, {"inclusion", p.Inclusion}, {"consistency", p.Consistency}} {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t\n", l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.GCs)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.2f\t%d\t\n", l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.GCs)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "target p99 <= %d µs (second pass): wall %s, cpu %s\n", targetProofP99us, metText(p.Met), metText(p.CPUMet))

@@ -26,7 +26,7 @@ func TestBenchReport(t *testing.T) {
 		t.Fatalf("%d points, want 4", len(rep.Points))
 	}
 	for _, p := range rep.Points {
-		for name, m := range map[string]measurement{"journal": p.Journal, "ceiling": p.Ceiling, "batched": p.CeilingBatched} {
+		for name, m := range map[string]measurement{"journal": p.Journal, "ceiling": p.Ceiling, "batched": p.CeilingBatched, "keyed": p.CeilingKeyed} {
 			if m.Records == 0 || m.RecordsPerSec <= 0 || m.P50us <= 0 || m.P99us < m.P50us || m.Records%uint64(p.Batch) != 0 {
 				t.Errorf("c=%d b=%d %s: %+v", p.Concurrency, p.Batch, name, m)
 			}

@@ -12,6 +12,7 @@ import (
 
 func (a *app) restoreCmd() *cobra.Command {
 	var asJSON, resume bool
+	var bulkRuns, bulkSeals int
 	cmd := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Rebuild a journal from an export; succeed only if its log is the exported one",
@@ -19,9 +20,9 @@ func (a *app) restoreCmd() *cobra.Command {
 and refuse, writing nothing, if it is cut, of an unknown version, malformed,
 a disclosure package, or if the journal already holds any of its runs or
 admission keys or has a non-empty log; then append every run's records
-with their exact bytes, hundreds of runs per transaction with every check
+with their exact bytes, up to 2,048 runs per transaction with every check
 of the ordinary append (SQLite and PostgreSQL), and seal the sealed runs in
-log-index order, in bulks too. On a terminal stderr shows a progress bar per
+log-index order, up to 8,192 per transaction. On a terminal stderr shows a progress bar per
 phase with its rate and the time left; otherwise progress goes to the log.
 
 The restore succeeds only if the rebuilt log has the export's size and root.
@@ -48,7 +49,7 @@ anything else is refused, naming the run or log at fault.`,
 			defer f.Close()
 			return a.withStore(cmd.Context(), func(s journalStore) error {
 				progress := newRestoreProgress(a.stderr, a.log) // restore_progress.go
-				rep, err := disclosure.RestoreWith(cmd.Context(), s, f, disclosure.RestoreOptions{Resume: resume, Progress: progress.update})
+				rep, err := disclosure.RestoreWith(cmd.Context(), s, f, disclosure.RestoreOptions{Resume: resume, Progress: progress.update, BulkRuns: bulkRuns, BulkSeals: bulkSeals})
 				progress.end()
 				if rep != nil && (err == nil || asJSON) {
 					if asJSON {
@@ -82,5 +83,7 @@ anything else is refused, naming the run or log at fault.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the restore report as JSON")
 	cmd.Flags().BoolVar(&resume, "resume", false, "finish an interrupted restore of the same export into this target")
+	cmd.Flags().IntVar(&bulkRuns, "bulk-runs", 0, "runs appended per transaction (0: 2048); smaller uses less memory and commits more often")
+	cmd.Flags().IntVar(&bulkSeals, "bulk-seals", 0, "runs sealed per transaction (0: 8192)")
 	return cmd
 }

@@ -82,7 +82,7 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 	// A whole restore into a scratch journal says how much a restore
 	// writes, so the kills below land inside one whatever its speed.
 	scratch := newJournal(t)
-	c := exec.Command(exe, "--db", scratch, "restore", exportFile)
+	c := exec.Command(exe, "--db", scratch, "restore", exportFile, "--bulk-runs", "100", "--bulk-seals", "100")
 	c.Env = append(os.Environ(), childEnv+"=cli")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,11 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 	if !c.ProcessState.Success() || total < 2<<20 {
 		t.Fatalf("the calibrating restore: %v, %d bytes written", c.ProcessState, total)
 	}
-	for round, args := range [][]string{{"restore", exportFile}, {"restore", "--resume", exportFile}} {
+	// Bulks of 100 runs and 100 seals: a whole restore commits about 20
+	// times, so a kill anywhere after the first reading leaves a partial
+	// target (default bulks would hold this export's runs in one).
+	small := []string{"--bulk-runs", "100", "--bulk-seals", "100"}
+	for round, args := range [][]string{append([]string{"restore", exportFile}, small...), append([]string{"restore", "--resume", exportFile}, small...)} {
 		c := journal(args...)
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out

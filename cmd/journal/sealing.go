@@ -72,7 +72,7 @@ func openRing(spec string) (keyring.Ring, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--keyring: %w", err)
 	}
-	return r, func() error { return nil }, nil
+	return r, r.Close, nil
 }
 
 // sealedStore is a journal behind the sealing decorator; closing it closes

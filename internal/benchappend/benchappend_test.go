@@ -29,7 +29,7 @@ func TestPointAt_SealedBesideUnsealed(t *testing.T) {
 	if p.Sealed == nil {
 		t.Fatal("no sealed measurement with a key ring")
 	}
-	for name, m := range map[string]Measurement{"journal": p.Journal, "ceiling": p.Ceiling, "batched": p.CeilingBatched, "sealed": *p.Sealed} {
+	for name, m := range map[string]Measurement{"journal": p.Journal, "ceiling": p.Ceiling, "batched": p.CeilingBatched, "keyed": p.CeilingKeyed, "sealed": *p.Sealed} {
 		if m.Records == 0 || m.Records%2 != 0 || m.RecordsPerSec <= 0 || m.P50us <= 0 || m.P99us < m.P50us {
 			t.Errorf("%s: %+v", name, m)
 		}

@@ -26,6 +26,12 @@ type cacheReporter interface {
 	NodeCacheStats() log.CacheStats
 }
 
+// tripReporter is a Prover that counts the statements its proofs run, as
+// both stores do.
+type tripReporter interface {
+	ProofRoundTrips() uint64
+}
+
 // cacheWarmer is a Prover that can fill its node cache ahead of proofs.
 type cacheWarmer interface {
 	WarmNodeCache(ctx context.Context) error
@@ -49,6 +55,10 @@ type ProofLatency struct {
 	// StoreReads is the mean number of those the store read from its
 	// tables rather than its node cache (-1: the store does not say).
 	StoreReads float64 `json:"store_reads"`
+	// RoundTrips is the mean number of statements one proof ran: round
+	// trips to the server on PostgreSQL, calls into the engine on SQLite
+	// (-1: the store does not say).
+	RoundTrips float64 `json:"round_trips"`
 	// GCs is how many garbage collections ran during the proofs.
 	GCs uint32 `json:"gcs"`
 }
@@ -119,6 +129,7 @@ type timing struct {
 	wall, cpu []time.Duration
 	gc0       uint32
 	cache0    log.CacheStats
+	trips0    uint64
 	nodes     int
 }
 
@@ -130,6 +141,9 @@ func (b *proofBench) start(k int) *timing {
 	t.gc0 = ms.NumGC
 	if c, ok := b.p.(cacheReporter); ok {
 		t.cache0 = c.NodeCacheStats()
+	}
+	if r, ok := b.p.(tripReporter); ok {
+		t.trips0 = r.ProofRoundTrips()
 	}
 	return t
 }
@@ -147,13 +161,16 @@ func (t *timing) measure(fn func() error) error {
 func (b *proofBench) finish(t *timing, k int) ProofLatency {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, GCs: ms.NumGC - t.gc0}
+	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, RoundTrips: -1, GCs: ms.NumGC - t.gc0}
 	out.P50us, out.P99us = quantiles(t.wall)
 	if processCPU() > 0 {
 		out.CPUP50us, out.CPUP99us = quantiles(t.cpu)
 	}
 	if c, ok := b.p.(cacheReporter); ok {
 		out.StoreReads = float64(c.NodeCacheStats().Misses-t.cache0.Misses) / float64(k)
+	}
+	if r, ok := b.p.(tripReporter); ok {
+		out.RoundTrips = float64(r.ProofRoundTrips()-t.trips0) / float64(k)
 	}
 	return out
 }

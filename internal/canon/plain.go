@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 )
 
-// plainLen returns a length n such that s[:n] is plain: printable ASCII
+// plainLenGeneric returns a length n such that s[:n] is plain: printable ASCII
 // (0x20 to 0x7f) other than '"' and '\\', the bytes a canonical string
 // holds as they are. It finds the string's first quote and backslash with
 // bytes.IndexByte, which is vectorised, and then needs one subtraction and
@@ -14,7 +14,7 @@ import (
 // most of the canonical check's cost. n is maximal unless s holds a byte
 // above 0x7f or below 0x20, where the caller's own loop takes over at a
 // word boundary before it.
-func plainLen(s []byte) int {
+func plainLenGeneric(s []byte) int {
 	end := bytes.IndexByte(s, '"')
 	if end < 0 {
 		end = len(s)

@@ -19,8 +19,33 @@ func plainLenRef(s []byte) int {
 // plainLen may stop early only before a byte above 0x7f or below 0x20, and
 // at most a word early; it never passes a byte that needs a closer look.
 func TestPlainLen(t *testing.T) {
-	check := func(s []byte) {
-		t.Helper()
+	for _, f := range plainLens {
+		t.Run(f.name, func(t *testing.T) { testPlainLen(t, f.fn) })
+	}
+}
+
+// plainLens are every version of plainLen this build holds: the one used
+// (on amd64 with AVX2, the vector one; plain_amd64.s) and the portable one.
+var plainLens = []struct {
+	name string
+	fn   func([]byte) int
+}{{"used", plainLen}, {"generic", plainLenGeneric}}
+
+// FuzzPlainLen holds every version of plainLen to plainLenRef.
+func FuzzPlainLen(f *testing.F) {
+	f.Add([]byte("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\\"))
+	f.Add([]byte("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\u00e9\""))
+	f.Add([]byte("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ\x1f\""))
+	f.Fuzz(func(t *testing.T, s []byte) {
+		for _, p := range plainLens {
+			checkPlainLen(t, p.fn, s)
+		}
+	})
+}
+
+func checkPlainLen(t *testing.T, plainLen func([]byte) int, s []byte) {
+	t.Helper()
+	{
 		got, want := plainLen(s), plainLenRef(s)
 		if got > want {
 			t.Fatalf("plainLen(%q) = %d passes byte %#x at %d", s, got, s[want], want)
@@ -37,9 +62,15 @@ func TestPlainLen(t *testing.T) {
 			}
 		}
 	}
+}
+
+func testPlainLen(t *testing.T, plainLen func([]byte) int) {
+	check := func(s []byte) { t.Helper(); checkPlainLen(t, plainLen, s) }
+	// Every byte value in every position of strings of up to three 32-byte
+	// blocks and a tail: each lane of the vector compare, and its edges.
 	for b := range 256 {
-		for n := range 70 {
-			for pos := 0; pos < n; pos += 1 + pos/8 {
+		for n := range 100 {
+			for pos := 0; pos < n; pos++ {
 				s := make([]byte, n)
 				for i := range s {
 					s[i] = 'a' + byte(i%26)

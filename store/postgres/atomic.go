@@ -23,14 +23,8 @@ type atomicJournal struct{ s *Store }
 // acknowledgement is store.CommitUnknownError.
 func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
 	s := a.s
-	if run.IsZero() {
-		return nil, &store.InvalidArgumentError{Field: "run", Detail: "is missing"}
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
+	if err := store.CheckAtomic(run, epoch, work); err != nil {
 		return nil, err
-	}
-	if work == nil {
-		return nil, &store.InvalidArgumentError{Field: "work", Detail: "is nil"}
 	}
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -60,7 +54,7 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 	if x.conn.PgConn().TxStatus() != 'T' {
 		return nil, fmt.Errorf("postgres journal: %s: the member's work left the transaction (status %q); nothing was written", what(), x.conn.PgConn().TxStatus())
 	}
-	if err := a.sameRun(run, batch); err != nil {
+	if err := store.CheckAtomicBatch(run, batch); err != nil {
 		return nil, err
 	}
 	plan, err := s.planAppend(l, run, epoch, batch)
@@ -73,18 +67,6 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		return nil, s.wrap(what, s.explainRefusal(ctx, x, err))
 	}
 	return plan.records(), nil
-}
-
-func (atomicJournal) sameRun(run store.RunID, batch []store.Append) error {
-	if len(batch) == 0 {
-		return &store.InvalidArgumentError{Field: "batch", Detail: "work returned no records; an atomic append writes at least one"}
-	}
-	for i, a := range batch {
-		if a.Run != run {
-			return &store.InvalidArgumentError{Field: fmt.Sprintf("batch[%d].run", i), Detail: fmt.Sprintf("work returned a record of run %s inside the transaction of run %s", a.Run, run)}
-		}
-	}
-	return nil
 }
 
 // atomicTx is the member's slice of the journal's transaction. It refuses

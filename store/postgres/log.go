@@ -161,20 +161,24 @@ func (s *Store) Checkpoint(ctx context.Context) (store.Checkpoint, error) {
 }
 
 // ConsistencyProof implements store.Journal. Like every proof it takes no
-// snapshot (see proofread.go): the size first, then nodes that cannot
-// change.
+// snapshot (see proofread.go): the size and the nodes the cache misses, in
+// one statement.
 func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) ([]store.Digest, error) {
 	if oldSize > newSize {
 		return nil, &store.InvalidArgumentError{Field: "old_size", Detail: fmt.Sprintf("%d is above the new size %d", oldSize, newSize)}
 	}
-	size, err := s.committedSize(ctx)
+	ids, err := log.ConsistencyNodes(oldSize, newSize)
+	if err != nil {
+		return nil, s.readErr("consistency proof", err)
+	}
+	size, ahead, err := s.sizeAndNodes(ctx, s.nodeCache.Missing(ids))
 	if err != nil {
 		return nil, s.readErr("consistency proof", err)
 	}
 	if newSize > size {
 		return nil, store.BeyondLog("new_size", newSize, size)
 	}
-	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
+	p, err := log.ConsistencyProof(ctx, s.proofReader(size, ahead), oldSize, newSize)
 	if err != nil {
 		return nil, s.readErr("consistency proof", fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err))
 	}
@@ -192,25 +196,25 @@ func (s *Store) InclusionProofAt(ctx context.Context, run store.RunID, size uint
 	return s.inclusion(ctx, run, &size)
 }
 
-// inclusion reads the size and the run in one statement, so they agree;
-// nodes cannot change after.
+// inclusion reads the size, the run and the nodes below the cache's floor
+// in one statement (see proofread.go); nodes cannot change after.
 func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*store.Inclusion, error) {
-	committed, index, leaf, sealed, err := s.runInLog(ctx, run)
+	in, err := s.runInLog(ctx, run, at)
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), err)
 	}
-	size, err := store.ProofSize(committed, at)
+	size, err := store.ProofSize(in.size, at)
 	if err != nil {
 		return nil, err
 	}
-	if !sealed || index >= size {
+	if !in.sealed || in.index >= size {
 		return nil, nil
 	}
-	p, err := log.InclusionProof(ctx, s.proofNodes(committed), index, size)
+	p, err := log.InclusionProof(ctx, s.proofReader(in.size, in.ahead), in.index, size)
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), fmt.Errorf("inclusion proof of run %s: %w", run, err))
 	}
-	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: store.Digests(p)}, nil
+	return &store.Inclusion{Index: in.index, Size: size, Leaf: store.Digest(in.leaf), Proof: store.Digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one query for all the runs.

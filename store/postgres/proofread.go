@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
+
+	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -18,20 +21,98 @@ const DefaultNodeCacheBytes = 16 << 20
 // nodes read after agree without a snapshot. That saves a proof the BEGIN
 // and COMMIT round trips, and lets the nodes come from the Store's cache,
 // which is filled only from committed reads.
+//
+// A proof costs one round trip once the cache is warm: one prepared
+// statement reads the log's size (and, for an inclusion proof, the run's
+// position and leaf) together with every node the proof needs below the
+// cache's floor. An inclusion proof's nodes depend on the run's index, so
+// its statement computes them itself: the siblings of the leaf's path and
+// the log's right border, on each level below the floor (a superset of
+// the proof's nodes there), and the leaf's own node for the cross-check.
+// A consistency proof's nodes depend on the sizes alone, so it sends the
+// ones the cache misses. A node neither fetched ahead nor cached (a cache
+// still filling) costs one more round trip; Store.ProofRoundTrips counts
+// them all.
 
-// qRunInLog is, in one round trip, the committed size, the run's position
-// and the stored hash of its leaf: a row even for an unknown run.
-const qRunInLog = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), r.log_index, r.leaf, n.hash
-	FROM (SELECT 1) one
-	LEFT JOIN {S}.runs r ON r.tenant = $1 AND r.run = $2
-	LEFT JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = r.log_index`
+// qRunInLog is, in one round trip: a first row with the committed size,
+// the run's position and its stored leaf (a row even for an unknown run),
+// then one row per stored node among the leaf's node, the siblings of its
+// path and the right border of the tree of size $4 (the committed size
+// when NULL), on the levels below $3. The levels are a constant series
+// filtered by $3, not a series up to $3, so that the planner estimates the
+// same rows with the parameter as without: a generic plan then costs what
+// a custom one does and the prepared statement keeps it (with the series
+// up to $3 the server planned every execution anew, 0.7 ms each).
+const qRunInLog = `WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
+	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2),
+	w(level, idx) AS (
+		SELECT 0, r.log_index FROM r WHERE r.log_index IS NOT NULL
+		UNION SELECT l, (r.log_index >> l) # 1::bigint FROM r, generate_series(0, 63) l
+			WHERE r.log_index IS NOT NULL AND l < $3::int
+		UNION SELECT l, (t.size >> l) - 1 FROM (SELECT coalesce($4::bigint, s.size) AS size FROM s) t,
+			generate_series(0, 63) l WHERE l < $3::int AND ((t.size >> l) & 1) = 1)
+	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
+	UNION ALL
+	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash FROM w JOIN {S}.log_nodes n
+		ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`
+
+// qSizeNodes is, in one round trip, a first row with the committed size,
+// then one row per stored node among the ($2[k], $3[k]) pairs. The pairs
+// are subscripted from a constant series (a proof reads at most 2*64
+// nodes) rather than unnested, for the reason given at qRunInLog: the
+// planner's estimate of an unnested array parameter differs with and
+// without its value, and the server then plans every execution anew.
+const qSizeNodes = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), NULL::integer, NULL::bigint, NULL::bytea
+	UNION ALL
+	SELECT NULL, n.level, n.idx, n.hash FROM generate_series(1, 128) k
+		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = ($2::int[])[k] AND n.idx = ($3::bigint[])[k]
+		WHERE k <= cardinality($2::int[])`
 
 // proofNodes is the node reader of the read paths for a tree of size
 // leaves, committed: the cache in front of the pool.
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
+	return s.proofReader(size, nil)
+}
+
+// proofReader is proofNodes with ahead answered first among the cache's
+// misses: nodes a proof's one statement read with the size.
+func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
 	s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size)
-	return s.nodeCache.Reader(nodes{q: s.pool, tenant: s.tenant, sql: &s.q}, size)
+	n := nodes{q: s.pool, tenant: s.tenant, sql: &s.q}
+	var r log.NodeReader = n
+	if ahead != nil {
+		r = log.Ahead(ahead, counted{n, s})
+	}
+	return s.nodeCache.Reader(r, size)
+}
+
+// ProofRoundTrips is how many round trips to the database the Store's
+// inclusion and consistency proofs have made since it was opened: one per
+// proof once the node cache is warm.
+func (s *Store) ProofRoundTrips() uint64 { return s.trips.Load() }
+
+// counted is the store's node reader behind log.Ahead: a read that
+// reaches it is one more round trip of a proof.
+type counted struct {
+	nodes
+	s *Store
+}
+
+func (c counted) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
+	c.s.trips.Add(1)
+	return c.nodes.ReadNodes(ctx, ids)
+}
+
+// scanNode reads a node row's level, index and hash.
+func scanNode(level *int32, idx *int64, h []byte) (log.Node, error) {
+	if level == nil || idx == nil || *level < 0 || *level > 63 || *idx < 0 {
+		return log.Node{}, &store.CorruptError{Detail: "a log node row has no valid position"}
+	}
+	if len(h) != 32 {
+		return log.Node{}, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is %d bytes", *level, *idx, len(h))}
+	}
+	return log.Node{ID: compact.NewNodeID(uint(*level), uint64(*idx)), Hash: log.Hash(h)}, nil
 }
 
 // WarmNodeCache waits until the node cache holds every level it keeps for
@@ -70,34 +151,134 @@ func (s *Store) committedSize(ctx context.Context) (uint64, error) {
 	return uint64(size), nil
 }
 
-// runInLog is the log's committed size and run's position in it, sealed
-// false when the run is unknown or not sealed. The stored leaf hash must
-// be the hash of the run's leaf, so that a swapped leaf row is caught here
-// and not by the auditor.
-func (s *Store) runInLog(ctx context.Context, run store.RunID) (size, index uint64, leaf log.Hash, sealed bool, err error) {
+// sizeAndNodes is, in one round trip, the log's size now and those of ids
+// that are stored.
+func (s *Store) sizeAndNodes(ctx context.Context, ids []compact.NodeID) (uint64, []log.Node, error) {
 	if err := s.check(ctx); err != nil {
-		return 0, 0, leaf, false, err
+		return 0, nil, err
 	}
+	if len(ids) > 128 {
+		return 0, nil, fmt.Errorf("read log size and nodes: %d nodes; a proof reads at most 128", len(ids))
+	}
+	levels := make([]int32, 0, len(ids))
+	idxs := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if id.Index <= math.MaxInt64 {
+			levels, idxs = append(levels, int32(id.Level)), append(idxs, int64(id.Index))
+		}
+	}
+	s.trips.Add(1)
+	rows, err := s.pool.Query(ctx, s.q.sizeNodes, s.tenant, levels, idxs)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read log size and nodes: %w", err)
+	}
+	defer rows.Close()
+	var size *int64
+	ahead := make([]log.Node, 0, len(ids))
+	for rows.Next() {
+		var n *int64
+		var level *int32
+		var idx *int64
+		var h []byte
+		if err := rows.Scan(&n, &level, &idx, &h); err != nil {
+			return 0, nil, fmt.Errorf("read log size and nodes: %w", err)
+		}
+		if n != nil {
+			size = n
+			continue
+		}
+		nd, err := scanNode(level, idx, h)
+		if err != nil {
+			return 0, nil, err
+		}
+		ahead = append(ahead, nd)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read log size and nodes: %w", err)
+	}
+	if size == nil || *size < 0 {
+		return 0, nil, &store.CorruptError{Detail: "no valid log size"}
+	}
+	return uint64(*size), ahead, nil
+}
+
+// inLog is what an inclusion proof's one statement read: the log's
+// committed size, the run's position and leaf (sealed false when the run is
+// unknown or not sealed), and the nodes read ahead.
+type inLog struct {
+	size, index uint64
+	leaf        log.Hash
+	sealed      bool
+	ahead       []log.Node
+}
+
+// runInLog reads the log's committed size, the run's position in it and
+// the nodes below the cache's floor that an inclusion proof of it at size
+// at (nil: the committed size) may need, in one round trip. The stored
+// leaf hash must be the hash of the run's leaf, so that a swapped leaf row
+// is caught here and not by the auditor.
+func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (inLog, error) {
+	var out inLog
+	if err := s.check(ctx); err != nil {
+		return out, err
+	}
+	var atSize *int64
+	if at != nil && *at <= math.MaxInt64 {
+		v := int64(*at)
+		atSize = &v
+	}
+	s.trips.Add(1)
+	rows, err := s.pool.Query(ctx, s.q.runInLog, s.tenant, run.String(), int32(s.nodeCache.Floor()), atSize)
+	if err != nil {
+		return out, fmt.Errorf("read run %s: %w", run, err)
+	}
+	defer rows.Close()
+	var head bool
 	var n int64
 	var idx *int64
-	var l, lh []byte
-	if err := s.pool.QueryRow(ctx, s.q.runInLog, s.tenant, run.String()).Scan(&n, &idx, &l, &lh); err != nil {
-		return 0, 0, leaf, false, fmt.Errorf("read run %s: %w", run, err)
+	var l []byte
+	for rows.Next() {
+		var rn, ridx, nidx *int64
+		var rl, h []byte
+		var level *int32
+		if err := rows.Scan(&rn, &ridx, &rl, &level, &nidx, &h); err != nil {
+			return out, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if rn != nil {
+			head, n, idx, l = true, *rn, ridx, rl
+			continue
+		}
+		nd, err := scanNode(level, nidx, h)
+		if err != nil {
+			return out, err
+		}
+		out.ahead = append(out.ahead, nd)
 	}
-	if n < 0 {
-		return 0, 0, leaf, false, &store.CorruptError{Detail: "negative log size"}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("read run %s: %w", run, err)
 	}
+	if !head || n < 0 {
+		return out, &store.CorruptError{Detail: "no valid log size"}
+	}
+	out.size = uint64(n)
 	if idx == nil || *idx >= n {
-		return uint64(n), 0, leaf, false, nil
+		return out, nil
 	}
 	if *idx < 0 || len(l) != 32 {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: "sealed run has no 32-byte leaf"}
+		return out, &store.CorruptError{Run: run, Detail: "sealed run has no 32-byte leaf"}
+	}
+	var lh *log.Hash
+	for i := range out.ahead {
+		if out.ahead[i].ID == compact.NewNodeID(0, uint64(*idx)) {
+			lh = &out.ahead[i].Hash
+		}
 	}
 	if lh == nil {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", *idx)}
+		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", *idx)}
 	}
-	if want := log.LeafHash(log.Hash(l)); string(lh) != string(want[:]) {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", *idx)}
+	if *lh != log.LeafHash(log.Hash(l)) {
+		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", *idx)}
 	}
-	return uint64(n), uint64(*idx), log.Hash(l), true, nil
+	out.index, out.leaf, out.sealed = uint64(*idx), log.Hash(l), true
+	return out, nil
 }

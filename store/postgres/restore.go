@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,6 +37,7 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 	plans := make([]*appendPlan, len(appends))
 	what := func() string { return fmt.Sprintf("append to %d runs from run %s", len(runs), runs[0]) }
 	err := s.write(ctx, what, func(x *session) error {
+		defer x.genericPlans(ctx)()
 		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
 		if err != nil {
 			return err
@@ -85,6 +87,7 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 	reqs := make([]*sealReq, len(seals))
 	what := func() string { return fmt.Sprintf("seal %d runs from run %s", len(runs), runs[0]) }
 	err := s.write(ctx, what, func(x *session) error {
+		defer x.genericPlans(ctx)()
 		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
 		if err != nil {
 			return err
@@ -115,6 +118,33 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 		out[i] = r.leaf
 	}
 	return out, nil
+}
+
+// genericPlans makes the session plan its statements for any tenant
+// (plan_cache_mode force_generic_plan) until the returned function, run
+// after the attempt, resets it. A bulk write fills a new tenant whose rows
+// the statistics do not show yet: a plan custom to that tenant reckons it
+// holds a row or two, finds one index of (tenant, ...) as cheap as another,
+// and may pick runs_active to find a run by id, which then scans the whole
+// tenant for every run, quadratic in a restore. A generic plan reckons with
+// a tenant of average size and keys each lookup by the primary key. It is
+// best effort: a SET that fails changes nothing the write relies on.
+func (x *session) genericPlans(ctx context.Context) func() {
+	if _, err := x.conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		return func() {}
+	}
+	return func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if x.conn.PgConn().TxStatus() != 'I' {
+			_, _ = x.conn.Exec(cctx, "rollback")
+		}
+		if _, err := x.conn.Exec(cctx, "RESET plan_cache_mode"); err != nil {
+			// The pool drops a closed connection rather than lend it
+			// out with this session's setting.
+			_ = x.conn.Close(cctx)
+		}
+	}
 }
 
 // lockOrder returns the indexes of runs in the order their locks are

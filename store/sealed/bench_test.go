@@ -2,13 +2,16 @@ package sealed_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
 )
@@ -118,5 +121,57 @@ func BenchmarkEraseScope100k(b *testing.B) {
 		}
 		b.ReportMetric(float64(d.Microseconds()), "erase-us")
 		b.Logf("loadavg %s; erased a scope of %d records in %v", loadavg(), n, d)
+	}
+}
+
+// BenchmarkSealedSteady measures, as "journal bench --sealed" does, the
+// sealed journal beside the unsealed one over SQLite at 64 appenders of
+// batch 1 and 16, each run's key made before the measured slices, in
+// alternating one-second slices. Run it with -cpuprofile to see what
+// sealing costs in the steady state.
+func BenchmarkSealedSteady(b *testing.B) {
+	ctx := context.Background()
+	fields := benchappend.Fields(256)
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("64x%d", batch), func(b *testing.B) {
+			dir := b.TempDir()
+			// Each workload's goroutines (its store's writer included)
+			// carry a profiler label: pprof -tagfocus journal=sealed.
+			var plain, seal *benchappend.Workload
+			var perr, serr error
+			pprof.Do(ctx, pprof.Labels("journal", "unsealed"), func(ctx context.Context) {
+				plain, perr = benchappend.JournalWorkload(ctx, dir, 64, batch, fields, nil)
+			})
+			pprof.Do(ctx, pprof.Labels("journal", "sealed"), func(ctx context.Context) {
+				seal, serr = benchappend.JournalWorkload(ctx, dir, 64, batch, fields, openRing(b))
+			})
+			if err := errors.Join(perr, serr); err != nil {
+				b.Fatal(err)
+			}
+			defer plain.Close()
+			defer seal.Close()
+			var u, s float64
+			for i := 0; i < b.N; i++ {
+				for _, w := range []struct {
+					name string
+					w    *benchappend.Workload
+					sum  *float64
+				}{{"unsealed", plain, &u}, {"sealed", seal, &s}} {
+					var r benchappend.SliceResult
+					var err error
+					pprof.Do(ctx, pprof.Labels("journal", w.name), func(context.Context) {
+						r, err = benchappend.RunSlice(w.w.Steps, time.Second)
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					*w.sum += r.Summarize().RecordsPerSec
+				}
+			}
+			b.ReportMetric(u/float64(b.N), "unsealed-records/s")
+			b.ReportMetric(s/float64(b.N), "sealed-records/s")
+			b.ReportMetric(s/u, "sealed/unsealed")
+			b.Logf("loadavg %s", loadavg())
+		})
 	}
 }

@@ -36,13 +36,20 @@ type Envelope struct {
 
 // Marshal encodes e as the field's JSON string value (without quotes).
 func (e Envelope) Marshal() string {
-	b := make([]byte, 0, 3+len(e.Wrapped)+len(e.Nonce)+len(e.Ciphertext))
-	b = append(b, EnvelopeVersion)
+	n := 3 + len(e.Wrapped) + len(e.Nonce) + len(e.Ciphertext)
+	// One buffer: the prefix, the base64 text, and the binary envelope
+	// after them, encoded into its place (sealing runs on every append).
+	enc := base64.RawURLEncoding
+	text := len(EnvelopePrefix) + enc.EncodedLen(n)
+	buf := make([]byte, text, text+n)
+	copy(buf, EnvelopePrefix)
+	b := append(buf[text:], EnvelopeVersion)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(e.Wrapped)))
 	b = append(b, e.Wrapped...)
 	b = append(b, e.Nonce...)
 	b = append(b, e.Ciphertext...)
-	return EnvelopePrefix + base64.RawURLEncoding.EncodeToString(b)
+	enc.Encode(buf[len(EnvelopePrefix):text], b)
+	return string(buf[:text])
 }
 
 // IsEnvelope reports whether a field's string value claims to be an

@@ -219,8 +219,11 @@ func (j *Journal) sealBatch(ctx context.Context, head store.Seq, epoch store.Epo
 		if err != nil {
 			return nil, nil, err
 		}
-		raw, err := store.EncodeBody(store.Body{Seq: seq, Run: a.Run, Case: a.Case, Step: a.Step, Phase: a.Phase,
-			EffectKey: a.EffectKey, Epoch: epoch, V: store.RecordVersion, Kind: a.Kind, Fields: fields})
+		// The sealed fields go in as the value they are: the body is
+		// encoded once, with no second parse (the store decodes it once
+		// more, as it does every restored append).
+		raw, err := store.EncodeBodyValue(store.Body{Seq: seq, Run: a.Run, Case: a.Case, Step: a.Step, Phase: a.Phase,
+			EffectKey: a.EffectKey, Epoch: epoch, V: store.RecordVersion, Kind: a.Kind}, fields)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -232,17 +235,18 @@ func (j *Journal) sealBatch(ctx context.Context, head store.Seq, epoch store.Epo
 
 // sealFields seals a's fields by the rule under one fresh data key for the
 // record (each field with its own nonce and associated data), and returns
-// the sealed fields and the caller's fields in canonical form.
-func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append, seq store.Seq) (sealed, canonical []byte, err error) {
+// the sealed fields (as a value, for store.EncodeBodyValue) and the
+// caller's fields in canonical form. The caller's fields are parsed once.
+func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append, seq store.Seq) (sealed canon.Value, canonical []byte, err error) {
 	if len(a.Fields) == 0 {
-		return nil, []byte("{}"), nil
+		return canon.Value{Kind: canon.Object}, []byte("{}"), nil
 	}
 	v, err := canon.Parse(a.Fields)
 	if err != nil {
-		return nil, nil, &store.InvalidArgumentError{Field: "fields", Detail: err.Error()}
+		return canon.Value{}, nil, &store.InvalidArgumentError{Field: "fields", Detail: err.Error()}
 	}
 	if v.Kind != canon.Object {
-		return nil, nil, &store.InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
+		return canon.Value{}, nil, &store.InvalidArgumentError{Field: "fields", Detail: "must be a JSON object"}
 	}
 	scope := Scope(tenant, a.Case, a.Run)
 	var aead cipher.AEAD
@@ -257,10 +261,10 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 			var key []byte
 			key, wrapped, err = j.ring.Wrap(ctx, scope)
 			if err != nil {
-				return nil, nil, fmt.Errorf("sealed: wrap a data key: %w", err)
+				return canon.Value{}, nil, fmt.Errorf("sealed: wrap a data key: %w", err)
 			}
 			if aead, err = chacha20poly1305.NewX(key); err != nil {
-				return nil, nil, err
+				return canon.Value{}, nil, err
 			}
 			clear(key)
 			// Every field's nonce in one read: a read of the system's
@@ -273,7 +277,7 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 			}
 			nonces = make([]byte, n*chacha20poly1305.NonceSizeX)
 			if _, err := io.ReadFull(j.rand, nonces); err != nil {
-				return nil, nil, fmt.Errorf("sealed: nonce: %w", err)
+				return canon.Value{}, nil, fmt.Errorf("sealed: nonce: %w", err)
 			}
 		}
 		nonce := nonces[:chacha20poly1305.NonceSizeX:chacha20poly1305.NonceSizeX]
@@ -281,7 +285,7 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 		env := Envelope{Wrapped: wrapped, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, m.Value.Marshal(), j.ad(tenant, a.Run, seq, m.Key))}
 		ms[i].Value = canon.StringValue(env.Marshal())
 	}
-	return canon.Value{Kind: canon.Object, Members: ms}.Marshal(), v.Marshal(), nil
+	return canon.Value{Kind: canon.Object, Members: ms}, v.Marshal(), nil
 }
 
 // State says how a field of a record read through a sealing journal stands.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
@@ -31,14 +30,8 @@ type atomicJournal struct{ s *Store }
 // members, which run again.
 func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
 	s := a.s
-	if run.IsZero() {
-		return nil, &store.InvalidArgumentError{Field: "run", Detail: "is missing"}
-	}
-	if err := store.ValidateEpoch(epoch); err != nil {
+	if err := store.CheckAtomic(run, epoch, work); err != nil {
 		return nil, err
-	}
-	if work == nil {
-		return nil, &store.InvalidArgumentError{Field: "work", Detail: "is nil"}
 	}
 	var out []store.Record
 	err := s.submit(ctx, groupcommit.Work{Run: func(wctx context.Context, tx *sql.Tx) error {
@@ -53,23 +46,24 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		if err := s.checkFence(wctx, tx, run, epoch); err != nil {
 			return err
 		}
+		// work runs with the writer's context, which ignores the caller's
+		// cancellation as every write in the group does: a statement
+		// interrupted inside the group's transaction would roll back the
+		// whole group.
 		t := &atomicTx{s: s, tx: tx}
-		batch, err := work(ctx, t)
+		batch, err := work(wctx, t)
 		t.done = true
 		if err != nil {
 			return err
 		}
-		if len(batch) == 0 {
-			return &store.InvalidArgumentError{Field: "batch", Detail: "work returned no records; an atomic append writes at least one"}
+		if err := store.CheckAtomicBatch(run, batch); err != nil {
+			return err
 		}
-		got, err := store.ValidateBatch(epoch, batch)
+		parsed, err := store.ParseBatch(epoch, batch)
 		if err != nil {
 			return err
 		}
-		if got != run {
-			return &store.InvalidArgumentError{Field: "batch", Detail: fmt.Sprintf("work returned a record of run %s inside the transaction of run %s", got, run)}
-		}
-		out, err = s.appendTx(tx, run, epoch, batch)
+		out, err = s.appendTx(tx, run, epoch, parsed)
 		return err
 	}})
 	if err != nil {

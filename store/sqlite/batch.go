@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/runseal/runseal/store"
@@ -24,11 +23,11 @@ import (
 
 // appendReq is one Append waiting in a batch.
 type appendReq struct {
-	s     *Store // the tenant's view that submitted it
-	run   store.RunID
-	epoch store.Epoch
-	batch []store.Append
-	out   []store.Record
+	s      *Store // the tenant's view that submitted it
+	run    store.RunID
+	epoch  store.Epoch
+	parsed *store.Parsed // parsed by the caller; built on the run's head here
+	out    []store.Record
 }
 
 // batchRun is what a batch knows and decides about one run.
@@ -141,7 +140,7 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 		return nil, err
 	}
 	for key, run := range claims {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`, s.tenant, key, run.String(), now.UnixNano()); err != nil {
+		if _, err := s.txExec(ctx, tx, qClaim, s.tenant, key, run.String(), now.UnixNano()); err != nil {
 			return nil, fmt.Errorf("claim admission key: %w", err)
 		}
 	}
@@ -160,7 +159,7 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 	if br.leased && br.epoch != r.epoch {
 		return nil, &store.FencedError{Run: r.run, Held: r.epoch, Current: br.epoch}
 	}
-	prepared, err := store.BuildBatch(br.st.head, r.epoch, r.batch)
+	prepared, err := r.parsed.Build(br.st.head)
 	if err != nil {
 		return nil, err
 	}
@@ -181,17 +180,8 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 			if h, ok := claims[a.Key]; ok {
 				return nil, &store.DuplicateAdmissionError{Key: a.Key, Holder: h}
 			}
-			var holder string
-			err := tx.QueryRowContext(ctx, `SELECT run FROM admissions WHERE tenant=? AND key=?`, s.tenant, a.Key).Scan(&holder)
-			if err == nil {
-				h, perr := store.ParseRunID(holder)
-				if perr != nil {
-					return nil, &store.CorruptError{Detail: fmt.Sprintf("admission key %q names unparseable run %q", a.Key, holder)}
-				}
-				return nil, &store.DuplicateAdmissionError{Key: a.Key, Holder: h}
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return nil, fmt.Errorf("check admission key: %w", err)
+			if err := s.checkAdmission(ctx, tx, a.Key); err != nil {
+				return nil, err
 			}
 		}
 	}

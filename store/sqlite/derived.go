@@ -82,9 +82,10 @@ func (s *Store) ReadDerived(ctx context.Context, scope string, after, upto int64
 // AppendAtomic, fn may run more than once, each time in a fresh
 // transaction; its tx also reads a run's head (the Head method).
 func (s *Store) WriteDerived(ctx context.Context, fn func(ctx context.Context, tx store.AtomicTx) error) error {
+	wctx := context.WithoutCancel(ctx) // as AppendAtomic's work
 	return s.write(ctx, func(tx *sql.Tx) error {
 		t := &atomicTx{s: s, tx: tx}
-		err := fn(ctx, t)
+		err := fn(wctx, t)
 		t.done = true
 		return err
 	})

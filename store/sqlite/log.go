@@ -146,6 +146,7 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 	if oldSize > newSize {
 		return nil, &store.InvalidArgumentError{Field: "old_size", Detail: fmt.Sprintf("%d is above the new size %d", oldSize, newSize)}
 	}
+	s.proofs.proofStmts.Add(1)
 	size, err := s.committedSize(ctx)
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func (s *Store) ConsistencyProof(ctx context.Context, oldSize, newSize uint64) (
 	if newSize > size {
 		return nil, store.BeyondLog("new_size", newSize, size)
 	}
-	p, err := log.ConsistencyProof(ctx, s.proofNodes(size), oldSize, newSize)
+	p, err := log.ConsistencyProof(ctx, s.proofReader(size, []log.Node{}), oldSize, newSize)
 	if err != nil {
 		return nil, fmt.Errorf("consistency proof %d..%d: %w", oldSize, newSize, err)
 	}
@@ -171,25 +172,25 @@ func (s *Store) InclusionProofAt(ctx context.Context, run store.RunID, size uint
 	return s.inclusion(ctx, run, &size)
 }
 
-// inclusion reads the size and the run in one statement, so they agree;
-// nodes cannot change after.
+// inclusion reads the size, the run and the nodes below the cache's floor
+// in one statement (see qRunInLog); nodes cannot change after.
 func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*store.Inclusion, error) {
-	committed, index, leaf, sealed, err := s.runInLog(ctx, run)
+	in, err := s.runInLog(ctx, run, at)
 	if err != nil {
 		return nil, err
 	}
-	size, err := store.ProofSize(committed, at)
+	size, err := store.ProofSize(in.size, at)
 	if err != nil {
 		return nil, err
 	}
-	if !sealed || index >= size {
+	if !in.sealed || in.index >= size {
 		return nil, nil
 	}
-	p, err := log.InclusionProof(ctx, s.proofNodes(committed), index, size)
+	p, err := log.InclusionProof(ctx, s.proofReader(in.size, in.ahead), in.index, size)
 	if err != nil {
 		return nil, fmt.Errorf("inclusion proof of run %s: %w", run, err)
 	}
-	return &store.Inclusion{Index: index, Size: size, Leaf: store.Digest(leaf), Proof: store.Digests(p)}, nil
+	return &store.Inclusion{Index: in.index, Size: size, Leaf: store.Digest(in.leaf), Proof: store.Digests(p)}, nil
 }
 
 // LogPositions implements store.Journal, in one read snapshot with one query

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -32,6 +34,8 @@ type proofReads struct {
 	// when the file closes.
 	fills    context.Context
 	stopFill context.CancelFunc
+	// stmts counts the statements proofs run (ProofRoundTrips).
+	proofStmts atomic.Uint64
 }
 
 // proofNodeChunk is the most nodes one prepared node query reads, so that
@@ -39,14 +43,28 @@ type proofReads struct {
 const proofNodeChunk = 64
 
 const (
-	// qRunInLog reads the committed size, then the run's position, in one
-	// statement (a row even for an unknown run).
-	// qRunInLog also reads the run's stored level-0 node, so that a proof
-	// is never built for a leaf the stored tree does not hold (as on
-	// PostgreSQL).
-	qRunInLog = `SELECT coalesce((SELECT size FROM logs WHERE tenant=?1), 0), r.log_index, r.leaf, n.hash FROM (SELECT 1)
-		LEFT JOIN runs r ON r.tenant=?1 AND r.run=?2
-		LEFT JOIN log_nodes n ON n.tenant=?1 AND n.level=0 AND n.idx=r.log_index`
+	// qRunInLog reads, in one statement, a first row with the committed
+	// size, the run's position and its leaf (a row even for an unknown
+	// run), then one row per stored node among the run's level-0 node (so
+	// that a proof is never built for a leaf the stored tree does not hold,
+	// as on PostgreSQL), the siblings of its path and the right border of
+	// the tree of size ?4 (the committed size when NULL), on the levels
+	// below ?3, the node cache's floor: a superset of what the proof reads
+	// below the floor, so that it reads nothing more from the file. The
+	// CROSS JOIN keeps the few wanted nodes as the outer loop, each a
+	// primary-key lookup. x^1 is written (x|1)-(x&1): SQLite has no XOR.
+	qRunInLog = `WITH RECURSIVE lv(l) AS (SELECT 0 WHERE ?3 > 0 UNION ALL SELECT l+1 FROM lv WHERE l+1 < ?3),
+		s(size) AS (SELECT coalesce((SELECT size FROM logs WHERE tenant=?1), 0)),
+		r(log_index, leaf) AS (SELECT log_index, leaf FROM runs WHERE tenant=?1 AND run=?2),
+		t(size) AS (SELECT coalesce(?4, size) FROM s),
+		w(level, idx) AS (
+			SELECT 0, log_index FROM r WHERE log_index IS NOT NULL
+			UNION SELECT l, ((log_index >> l) | 1) - ((log_index >> l) & 1) FROM r, lv WHERE log_index IS NOT NULL
+			UNION SELECT l, (t.size >> l) - 1 FROM t, lv WHERE ((t.size >> l) & 1) = 1)
+		SELECT s.size, r.log_index, r.leaf, NULL, NULL, NULL FROM s LEFT JOIN r ON 1
+		UNION ALL
+		SELECT NULL, NULL, NULL, n.level, n.idx, n.hash FROM w CROSS JOIN log_nodes n
+			WHERE n.tenant=?1 AND n.level=w.level AND n.idx=w.idx`
 	qCommitSize = `SELECT coalesce((SELECT size FROM logs WHERE tenant=?), 0)`
 )
 
@@ -145,9 +163,34 @@ func (s *Store) NodeCacheStats() log.CacheStats { return s.nodeCache().Stats() }
 // primary-key reads on the read pool.
 // The first use starts filling the cache's levels in the background.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
+	return s.proofReader(size, nil)
+}
+
+// proofReader is proofNodes with ahead answered first among the cache's
+// misses: nodes a proof's statement read with the size (log.Ahead).
+func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
 	c := s.nodeCache()
 	c.FillInBackground(s.fillContext(), log.RangeOf(s.LogNodes), size)
-	return c.Reader(poolNodes{s}, size)
+	var r log.NodeReader = poolNodes{s}
+	if ahead != nil {
+		r = log.Ahead(ahead, countedNodes{s})
+	}
+	return c.Reader(r, size)
+}
+
+// ProofRoundTrips is how many statements the inclusion and consistency
+// proofs of this file have run since it was opened (SQLite has no server
+// to go round to; each is a call into the database engine): one per
+// inclusion proof and two per consistency proof once the cache is warm.
+func (s *Store) ProofRoundTrips() uint64 { return s.proofs.proofStmts.Load() }
+
+// countedNodes is poolNodes behind log.Ahead, counted as a proof's
+// statements.
+type countedNodes struct{ s *Store }
+
+func (n countedNodes) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Hash, error) {
+	n.s.proofs.proofStmts.Add(uint64((len(ids) + proofNodeChunk - 1) / proofNodeChunk))
+	return poolNodes(n).ReadNodes(ctx, ids)
 }
 
 // WarmNodeCache waits until this tenant's node cache holds every level it
@@ -198,33 +241,81 @@ func (s *Store) committedSize(ctx context.Context) (uint64, error) {
 	return uint64(n), nil
 }
 
-// runInLog is the log's committed size and run's position in the log: ok
-// false when the run is unknown or not sealed.
-func (s *Store) runInLog(ctx context.Context, run store.RunID) (size, index uint64, leaf log.Hash, ok bool, err error) {
+// inLog is what an inclusion proof's one statement read: the log's
+// committed size, the run's position and leaf (sealed false when the run is
+// unknown or not sealed), and the nodes read ahead.
+type inLog struct {
+	size, index uint64
+	leaf        log.Hash
+	sealed      bool
+	ahead       []log.Node
+}
+
+// runInLog reads the log's committed size, the run's position in it and
+// the nodes below the cache's floor that an inclusion proof of it at size
+// at (nil: the committed size) may need, in one statement. The stored
+// leaf node must be the hash of the run's leaf, so that a swapped leaf row
+// is caught here and not by the auditor.
+func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (inLog, error) {
+	var out inLog
 	st, err := s.readStmt(ctx, qRunInLog)
 	if err != nil {
-		return 0, 0, leaf, false, fmt.Errorf("read run %s: %w", run, err)
+		return out, fmt.Errorf("read run %s: %w", run, err)
 	}
+	var atSize any // NULL: the committed size
+	if at != nil && *at <= math.MaxInt64 {
+		atSize = int64(*at)
+	}
+	s.proofs.proofStmts.Add(1)
+	rows, err := st.QueryContext(ctx, s.tenant, run.String(), int64(s.nodeCache().Floor()), atSize)
+	if err != nil {
+		return out, fmt.Errorf("read run %s: %w", run, err)
+	}
+	defer rows.Close()
+	var head bool
 	var n int64
 	var idx sql.NullInt64
-	var l, lh []byte
-	if err := st.QueryRowContext(ctx, s.tenant, run.String()).Scan(&n, &idx, &l, &lh); err != nil {
-		return 0, 0, leaf, false, fmt.Errorf("read run %s: %w", run, err)
+	var l []byte
+	for rows.Next() {
+		var rn, ridx, level, nidx sql.NullInt64
+		var rl, h []byte
+		if err := rows.Scan(&rn, &ridx, &rl, &level, &nidx, &h); err != nil {
+			return out, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if rn.Valid {
+			head, n, idx, l = true, rn.Int64, ridx, rl
+			continue
+		}
+		if !level.Valid || !nidx.Valid || level.Int64 < 0 || level.Int64 > 63 || nidx.Int64 < 0 || len(h) != 32 {
+			return out, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is malformed", level.Int64, nidx.Int64)}
+		}
+		out.ahead = append(out.ahead, log.Node{ID: compact.NewNodeID(uint(level.Int64), uint64(nidx.Int64)), Hash: log.Hash(h)})
 	}
-	if n < 0 {
-		return 0, 0, leaf, false, &store.CorruptError{Detail: "negative log size"}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("read run %s: %w", run, err)
 	}
+	if !head || n < 0 {
+		return out, &store.CorruptError{Detail: "no valid log size"}
+	}
+	out.size = uint64(n)
 	if !idx.Valid || idx.Int64 >= n {
-		return uint64(n), 0, leaf, false, nil
+		return out, nil
 	}
 	if idx.Int64 < 0 || len(l) != 32 {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: "malformed log position"}
+		return out, &store.CorruptError{Run: run, Detail: "malformed log position"}
+	}
+	var lh *log.Hash
+	for i := range out.ahead {
+		if out.ahead[i].ID == compact.NewNodeID(0, uint64(idx.Int64)) {
+			lh = &out.ahead[i].Hash
+		}
 	}
 	if lh == nil {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", idx.Int64)}
+		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", idx.Int64)}
 	}
-	if want := log.LeafHash(log.Hash(l)); string(lh) != string(want[:]) {
-		return 0, 0, leaf, false, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", idx.Int64)}
+	if *lh != log.LeafHash(log.Hash(l)) {
+		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", idx.Int64)}
 	}
-	return uint64(n), uint64(idx.Int64), log.Hash(l), true, nil
+	out.index, out.leaf, out.sealed = uint64(idx.Int64), log.Hash(l), true
+	return out, nil
 }

@@ -17,11 +17,11 @@ import (
 func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][]store.Record, error) {
 	reqs := make([]*appendReq, len(appends))
 	for i, a := range appends {
-		run, err := store.ValidateBatch(a.Epoch, a.Batch)
+		parsed, err := store.ParseBatch(a.Epoch, a.Batch)
 		if err != nil {
 			return nil, fmt.Errorf("bulk append %d: %w", i, err)
 		}
-		reqs[i] = &appendReq{s: s, run: run, epoch: a.Epoch, batch: a.Batch}
+		reqs[i] = &appendReq{s: s, run: parsed.Run(), epoch: a.Epoch, parsed: parsed}
 	}
 	if err := store.CheckBulk(len(reqs), func(i int) store.RunID { return reqs[i].run }); err != nil {
 		return nil, err

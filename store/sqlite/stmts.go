@@ -17,6 +17,8 @@ const (
 	qLoadRun      = `SELECT head_seq, head_hash, outcome, sealed_outcome, leaf, log_index FROM runs WHERE tenant=? AND run=?`
 	qFence        = `SELECT epoch FROM leases WHERE tenant=? AND run=?`
 	qEffect       = `SELECT count(*) FROM records WHERE tenant=? AND run=? AND kind='EffectStarted' AND effect_key=?`
+	qAdmission    = `SELECT run FROM admissions WHERE tenant=? AND key=?`
+	qClaim        = `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`
 	qInsertRecord = `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`
 	qUpsertRun    = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?)` + upsertRunSet
@@ -52,7 +54,7 @@ func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns}
 
 // prepareHot prepares hotQueries on the writer connection. It must run
 // before the writer starts: the writer's transaction holds the only

@@ -1,0 +1,19 @@
+package store
+
+import "github.com/runseal/runseal/internal/canon"
+
+// EncodeBodyValue is EncodeBody for a writer that holds the kind's fields
+// as a parsed value (b.Fields is not read): the body is built from it and
+// encoded once, with no second parse of the fields. store/sealed builds
+// its sealed fields this way.
+func EncodeBodyValue(b Body, fields canon.Value) ([]byte, error) {
+	obj, err := bodyValueOf(b, fields)
+	if err != nil {
+		return nil, err
+	}
+	raw := obj.Marshal()
+	if len(raw) > MaxRecordBytes {
+		return nil, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
+	}
+	return raw, nil
+}
