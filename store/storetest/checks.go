@@ -37,6 +37,7 @@ var checks = []check{
 	{"bulk/append-and-seal-in-order", checkBulkAppendAndSeal},
 	{"bulk/refusal-writes-nothing", checkBulkRefusalWritesNothing},
 	{"bulk/scan-runs-in-pages", checkBulkScanRuns},
+	{"bulk/scan-without-run-row-refused", checkBulkScanMissingRunRow},
 	// outcome index
 	{"outcome-index/sealed-runs-findable", checkOutcomeFindable},
 	{"outcome-index/last-conclusion-wins", checkLastConclusionWins},
@@ -101,7 +102,6 @@ var checks = []check{
 	{"auth/tokens-kept-hashed", checkTokens},
 	// integrity: what Verify and VerifyLog catch when the database is
 	// edited behind the store's back
-	{"integrity/scan-without-run-row", checkBulkScanMissingRunRow},
 	{"integrity/sound-store-verifies", checkSoundStoreVerifies},
 	{"integrity/zeroed-log-node", checkZeroedLogNode},
 	{"integrity/zeroed-leaf-hash", checkZeroedLeafHash},
