@@ -198,7 +198,7 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 	if b.Seq == 0 {
 		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: seq 0 (seqs start at 1)")
 	}
-	if err := checkBodyRules(b); err != nil {
+	if err := store.CheckBodyRules(b); err != nil {
 		return store.Body{}, store.Facts{}, false, err
 	}
 	if !storeReadKind(b.Kind) {
@@ -231,21 +231,6 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: %w", err)
 	}
 	return full, f, relevant, nil
-}
-
-// checkBodyRules holds a decoded body to the rules spec/records.md states
-// for every record beyond its shape: "v" is 1 (section 2) and the epoch is
-// from 1 to 2^62 (section 1). A verifier that skipped them would call a
-// package sound whose chain was re-hashed around an epoch no lease can
-// grant, or around a body of a schema no reader understands.
-func checkBodyRules(b store.Body) error {
-	if b.V != store.RecordVersion {
-		return fmt.Errorf("record body: \"v\" is %d, not %d", b.V, store.RecordVersion)
-	}
-	if err := store.ValidateEpoch(b.Epoch); err != nil {
-		return fmt.Errorf("record body: epoch %d: %w", b.Epoch, err)
-	}
-	return nil
 }
 
 // bodyUint reads a routing member that must be a non-negative integer of at

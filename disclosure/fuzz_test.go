@@ -69,7 +69,7 @@ func FuzzDecodeRecordBody(f *testing.F) {
 		}
 		want, werr := store.DecodeBody(raw)
 		if werr == nil {
-			werr = checkBodyRules(want)
+			werr = store.CheckBodyRules(want)
 		}
 		var wantFacts store.Facts
 		if werr == nil && storeReadKind(want.Kind) {

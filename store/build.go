@@ -91,6 +91,9 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 			if r.body, fields, err = decodeBody(a.Raw); err != nil {
 				return nil, &InvalidArgumentError{Field: fmt.Sprintf("batch[%d].raw", i), Detail: err.Error()}
 			}
+			if err := CheckBodyRules(r.body); err != nil {
+				return nil, &InvalidArgumentError{Field: fmt.Sprintf("batch[%d].raw", i), Detail: err.Error()}
+			}
 			r.raw = a.Raw
 		} else {
 			// Encoded at seq 1, then split around the seq's value: Build

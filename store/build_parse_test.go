@@ -1,7 +1,9 @@
 package store
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +61,43 @@ func BenchmarkBuildBatch(b *testing.B) {
 		if _, err := BuildBatch(Head{}, 1, batch); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestParseBatch_RawOfAnotherVersionRefused: a library caller's raw bytes
+// with "v" other than RecordVersion used to be stored, and Verify passed the
+// journal, while every package of it failed the auditor's body rules for
+// good. The append now refuses them, naming the member, as the auditor does.
+func TestParseBatch_RawOfAnotherVersionRefused(t *testing.T) {
+	run := NewRunID()
+	good := Body{Seq: 1, Run: run, Epoch: 3, V: RecordVersion, Kind: "Note", Fields: []byte(`{"a":1}`)}
+	for _, tc := range []struct {
+		name string
+		v    uint16
+		ok   bool
+	}{
+		{"current version", RecordVersion, true},
+		{"version 2", 2, false},
+		{"version 0", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := good
+			b.V = tc.v
+			raw, err := EncodeBody(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ParseBatch(3, []Append{{Run: run, Raw: raw}})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("ParseBatch: %v", err)
+				}
+				return
+			}
+			var ia *InvalidArgumentError
+			if !errors.As(err, &ia) || !strings.Contains(err.Error(), `"v" is`) {
+				t.Fatalf("ParseBatch of v=%d: %v, want an InvalidArgumentError naming \"v\"", tc.v, err)
+			}
+		})
 	}
 }

@@ -169,6 +169,24 @@ func bodyValueOf(b Body, fields canon.Value) (canon.Value, error) {
 	return obj, nil
 }
 
+// CheckBodyRules holds a decoded body to the rules spec/records.md states
+// for every record beyond its shape: "v" is RecordVersion (section 2) and
+// the epoch is from 1 to 2^62 (section 1). DecodeBody reads such bodies, so
+// that a verifier can name what it refuses; the auditor refuses them here (a
+// package whose chain was re-hashed around an epoch no lease can grant, or
+// around a body of a schema no reader understands, is not sound), and so
+// does an append of raw bytes, so the store never keeps a record its own
+// packages would fail on.
+func CheckBodyRules(b Body) error {
+	if b.V != RecordVersion {
+		return fmt.Errorf("record body: \"v\" is %d, not %d", b.V, RecordVersion)
+	}
+	if err := ValidateEpoch(b.Epoch); err != nil {
+		return fmt.Errorf("record body: epoch %d: %w", b.Epoch, err)
+	}
+	return nil
+}
+
 // DecodeBody parses a record's raw bytes strictly: they must be canonical,
 // carry every required routing field with the right type, and nothing else
 // outside the kind's fields. It never repairs what it reads.
