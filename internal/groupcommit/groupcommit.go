@@ -51,11 +51,20 @@ type Member[T any] struct {
 	keys  []string
 	done  chan error
 	taken bool // under Queue.mu: in a group, no longer removable
+	q     *Queue[T]
 }
 
 // Answer gives the member its result. An Attempt answers each member it
 // does not return for retry exactly once.
-func (m *Member[T]) Answer(err error) { m.done <- err }
+func (m *Member[T]) Answer(err error) {
+	if m.q != nil {
+		m.q.mu.Lock()
+		m.q.unanswered--
+		m.q.mu.Unlock()
+		m.q.cond.Broadcast()
+	}
+	m.done <- err
+}
 
 // An Attempt writes pending in one transaction. It answers every member it
 // can and returns, in their order, the members to try again, with the
@@ -80,6 +89,15 @@ type Config[T any] struct {
 	MaxAttempts int
 	// Backoff, if set, is how long to wait after the n-th failed attempt.
 	Backoff func(n int) time.Duration
+	// Pipelined says that an Attempt may return before it answers its
+	// members (their answers wait for a flush that overlaps the next
+	// group). The committer then takes at most half of the members
+	// submitted and not yet answered, so that the callers settle into two
+	// cohorts that take turns: one group executes while the other's flush
+	// runs. Without the cap every caller would be in the group being
+	// flushed, and the next group would wait for it, or hold only the
+	// stragglers.
+	Pipelined bool
 }
 
 // A Queue is a running group commit. It is safe for concurrent use.
@@ -89,8 +107,10 @@ type Queue[T any] struct {
 	cond    *sync.Cond
 	waiting []*Member[T]
 	busy    map[string]int // keys of members in flight
-	closed  bool
-	wg      sync.WaitGroup
+	// unanswered counts the members taken and not yet answered.
+	unanswered int
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 // New starts a Queue's committers.
@@ -117,7 +137,7 @@ func (q *Queue[T]) Submit(ctx context.Context, req T) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m := &Member[T]{Ctx: ctx, Req: req, done: make(chan error, 1)}
+	m := &Member[T]{Ctx: ctx, Req: req, done: make(chan error, 1), q: q}
 	if q.cfg.Keys != nil {
 		m.keys = q.cfg.Keys(req)
 	}
@@ -168,6 +188,9 @@ func (q *Queue[T]) committer() {
 	defer q.wg.Done()
 	last := 0
 	for {
+		if q.cfg.Pipelined {
+			last = q.balance(last)
+		}
 		q.gather(last)
 		group := q.take()
 		if group == nil {
@@ -177,7 +200,7 @@ func (q *Queue[T]) committer() {
 		// Expect the members just answered back beside those already
 		// waiting: two cohorts that take turns (one waits while the other
 		// commits) merge into one, which pays one flush instead of two.
-		last = len(group) + q.Waiting()
+		last = q.expect(len(group))
 		if q.cfg.Keys != nil {
 			q.mu.Lock()
 			for _, m := range group {
@@ -191,6 +214,32 @@ func (q *Queue[T]) committer() {
 			q.cond.Broadcast() // members held back by these keys may go
 		}
 	}
+}
+
+// expect is how many members the next group should gather, after a group
+// of n: the members just answered beside those already waiting.
+func (q *Queue[T]) expect(n int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return n + len(q.waiting)
+}
+
+// balance, when pipelined, waits while fewer members wait than are taken
+// and unanswered (in the group being flushed): taking the few that came
+// first would cut the cohort that flush is about to release into small
+// groups, each paying a transaction and a flush. It returns how many to
+// gather: those waiting when a flush is still in flight (the cohort is
+// complete), or want when everyone has been answered (they are coming back).
+func (q *Queue[T]) balance(want int) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !q.closed && q.unanswered > 0 && len(q.waiting) < q.unanswered {
+		q.cond.Wait()
+	}
+	if q.unanswered > 0 {
+		return len(q.waiting)
+	}
+	return want
 }
 
 // gather lets the members a commit has just answered queue again before
@@ -230,11 +279,13 @@ func (q *Queue[T]) take() []*Member[T] {
 	defer q.mu.Unlock()
 	for {
 		var group []*Member[T]
+		limit := q.cfg.MaxGroup
 		rest := q.waiting[:0]
 		for _, m := range q.waiting {
-			if len(group) < q.cfg.MaxGroup && q.free(m) {
+			if len(group) < limit && q.free(m) {
 				q.claim(m)
 				m.taken = true
+				q.unanswered++
 				group = append(group, m)
 			} else {
 				rest = append(rest, m)

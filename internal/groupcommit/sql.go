@@ -68,17 +68,76 @@ type SQL struct {
 	// Committed, if set, is told the size and duration of every committed
 	// group (metrics).
 	Committed func(n int, d time.Duration)
+	// Durable, if set, holds back every answer of an attempt (a member's
+	// success, its refusal, any failure) until what the attempt wrote and
+	// read is durable. Attempt calls it once per attempt that answers
+	// anyone, after the transaction has ended, with a function that sends
+	// the answers. Durable must call that function exactly once: with nil
+	// after a flush of the log that began after Durable was called has
+	// finished, or with the flush's failure, which every member of the
+	// attempt then gets, through InDoubt, instead of its own answer.
+	// A refusal waits too: it was read from state that may not be durable
+	// yet (an earlier group's lease, say). Durable may return before it
+	// calls the function (the flush then overlaps the next group), so the
+	// committer goes on while the flush runs.
+	Durable func(answer func(syncErr error))
 }
 
 // Attempt implements Attempt for Work.
 func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
+	a := answers{durable: c.Durable}
+	retry, err := c.attempt(pending, &a)
+	a.send(c.InDoubt)
+	return retry, err
+}
+
+// answers holds an attempt's answers until it ends, so that with Durable
+// they all wait for one flush.
+type answers struct {
+	durable func(answer func(syncErr error))
+	ms      []*Member[Work]
+	errs    []error
+}
+
+// answer keeps m's answer err.
+func (a *answers) answer(m *Member[Work], err error) {
+	a.ms, a.errs = append(a.ms, m), append(a.errs, err)
+}
+
+// send gives the kept answers: at once, or through durable once the flush
+// that began after the attempt's transaction ended has finished.
+func (a *answers) send(inDoubt func(error) error) {
+	if len(a.ms) == 0 {
+		return
+	}
+	ms, errs := a.ms, a.errs
+	give := func(syncErr error) {
+		if syncErr != nil && inDoubt != nil {
+			syncErr = inDoubt(syncErr)
+		}
+		for i, m := range ms {
+			if syncErr != nil {
+				m.Answer(syncErr)
+			} else {
+				m.Answer(errs[i])
+			}
+		}
+	}
+	if a.durable == nil {
+		give(nil)
+		return
+	}
+	a.durable(give)
+}
+
+func (c *SQL) attempt(pending []*Member[Work], a *answers) ([]*Member[Work], error) {
 	bg := context.Background()
 	start := time.Now()
 	tx, err := c.DB.BeginTx(bg, nil)
 	if err != nil {
 		err = c.failed("begin transaction", err)
 		for _, m := range pending {
-			m.Answer(err)
+			a.answer(m, err)
 		}
 		return nil, err
 	}
@@ -90,11 +149,11 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 	for i := 0; i < len(pending); i++ {
 		m := pending[i]
 		if err := m.Ctx.Err(); err != nil {
-			m.Answer(err)
+			a.answer(m, err)
 			continue
 		}
 		if j := c.batchEnd(pending, i); j > i {
-			wrote, err := c.batch(bg, tx, pending[i:j])
+			wrote, err := c.batch(bg, tx, pending[i:j], a)
 			if err != nil {
 				tx.Rollback()
 				return append(ok, pending[i:]...), err
@@ -106,7 +165,7 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 		if err := c.exec(bg, tx, Savepoint); err != nil {
 			tx.Rollback()
 			err = c.failed("savepoint", err)
-			m.Answer(err)
+			a.answer(m, err)
 			return append(ok, pending[i+1:]...), err
 		}
 		err := m.Req.Run(context.WithoutCancel(m.Ctx), tx)
@@ -114,7 +173,7 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 			if err := c.exec(bg, tx, Release); err != nil {
 				tx.Rollback()
 				err = c.failed("release savepoint", err)
-				m.Answer(err)
+				a.answer(m, err)
 				return append(ok, pending[i+1:]...), err
 			}
 			ok = append(ok, m)
@@ -124,12 +183,12 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 			e1 := c.exec(bg, tx, RollbackTo)
 			e2 := c.exec(bg, tx, Release)
 			if e1 == nil && e2 == nil {
-				m.Answer(err)
+				a.answer(m, err)
 				continue
 			}
 		}
 		tx.Rollback()
-		m.Answer(err)
+		a.answer(m, err)
 		return append(ok, pending[i+1:]...), err
 	}
 	if err := tx.Commit(); err != nil {
@@ -139,7 +198,7 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 			err = c.InDoubt(err)
 		}
 		for _, m := range ok {
-			m.Answer(err)
+			a.answer(m, err)
 		}
 		return nil, err
 	}
@@ -147,7 +206,7 @@ func (c *SQL) Attempt(pending []*Member[Work]) ([]*Member[Work], error) {
 		c.Committed(len(ok), time.Since(start))
 	}
 	for _, m := range ok {
-		m.Answer(nil)
+		a.answer(m, nil)
 	}
 	return nil, nil
 }
@@ -167,7 +226,7 @@ func (c *SQL) batchEnd(ms []*Member[Work], i int) int {
 // batch writes seg with c.Batch. It answers the refused members and returns
 // the written ones. On failure it answers nobody, marks seg's members to
 // run alone, and returns no member.
-func (c *SQL) batch(ctx context.Context, tx *sql.Tx, seg []*Member[Work]) ([]*Member[Work], error) {
+func (c *SQL) batch(ctx context.Context, tx *sql.Tx, seg []*Member[Work], a *answers) ([]*Member[Work], error) {
 	reqs := make([]any, len(seg))
 	for k, m := range seg {
 		reqs[k] = m.Req.Batched
@@ -185,7 +244,7 @@ func (c *SQL) batch(ctx context.Context, tx *sql.Tx, seg []*Member[Work]) ([]*Me
 	var wrote []*Member[Work]
 	for k, m := range seg {
 		if refusals[k] != nil {
-			m.Answer(refusals[k])
+			a.answer(m, refusals[k])
 			continue
 		}
 		wrote = append(wrote, m)

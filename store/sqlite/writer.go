@@ -20,12 +20,25 @@ func (s *Store) startWriter(maxGroup int, batchAppends bool) {
 		},
 		Refused: store.IsDomain,
 		InDoubt: func(err error) error { return &store.CommitUnknownError{Detail: err.Error(), Err: err} },
-		Current: func(tx *sql.Tx) { s.wtx.Store(tx) },
+		Current: func(tx *sql.Tx) {
+			s.wtx.Store(tx)
+			if s.wal == nil {
+				return
+			}
+			if tx != nil {
+				s.wal.begin()
+			} else {
+				s.wal.end()
+			}
+		},
+	}
+	if s.wal != nil {
+		c.Durable = s.wal.answerAfterFlush
 	}
 	if batchAppends {
 		c.Batch = s.appendBatch
 	}
-	s.writes = groupcommit.New(groupcommit.Config[groupcommit.Work]{Attempt: c.Attempt, MaxGroup: maxGroup})
+	s.writes = groupcommit.New(groupcommit.Config[groupcommit.Work]{Attempt: c.Attempt, MaxGroup: maxGroup, Pipelined: c.Durable != nil})
 }
 
 // write queues fn for the writer and waits for its commit. fn runs inside
