@@ -78,6 +78,7 @@ type benchOptions struct {
 	asJSON        bool
 	keep          bool
 	sealed        bool   // also measure the journal through store/sealed
+	pipelined     bool   // also measure the journal with its WAL flush pipelined
 	eraseRecords  int    // with sealed: erase a case of this many records (bench_erase.go)
 	http          bool   // drive journal serve over loopback instead (httpbench.go)
 	serveProfile  string // with http: the serve child's CPU profile file
@@ -125,6 +126,12 @@ state. Target: sealed at least 0.7 of unsealed at 64 appenders. It then
 writes two cases of --erase-records sealed records and times erasing one
 with the key ring alone and the other as "journal erase" does (key, then the
 recorded act), checking that no record of either changed.
+
+--pipelined also measures, in the same alternating slices, the journal opened
+with its WAL flush pipelined (sqlite.Options.PipelineFlush: commits with
+synchronous=NORMAL, a flusher fdatasyncs the WAL behind the writer, and every
+answer and read waits for a flush that began after the commit). Its rate over
+the batched ceiling is printed beside the others and is not judged.
 
 --verify-records N also builds a journal with one run of N records (and one of
 N/10) and measures, each in a child process, the wall time and peak RSS of
@@ -200,6 +207,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.StringVar(&o.restorePG, "restore-postgres", "", "with --restore, also restore into a new tenant of this PostgreSQL database")
 	f.IntVar(&o.proofs, "proofs", 0, "also measure proofs from a log of this many sealed runs (0: skip)")
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
+	f.BoolVar(&o.pipelined, "pipelined", false, "also measure the journal with its WAL flush pipelined (sqlite.Options.PipelineFlush), beside the batched ceiling; not judged")
 	f.BoolVar(&o.sealed, "sealed", false, "also measure the journal through store/sealed (a fresh file key ring, or the one --keyring names)")
 	f.IntVar(&o.eraseRecords, "erase-records", 100000, "with --sealed or --keyring: time erasing a case of this many sealed records (0: skip)")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench files")
@@ -224,7 +232,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := benchappend.Config{Dir: dir, Duration: o.duration, Fields: payload, RecordBytes: recBytes}
+	cfg := benchappend.Config{Dir: dir, Duration: o.duration, Fields: payload, RecordBytes: recBytes, Pipelined: o.pipelined}
 	if o.sealed || a.sealing.spec != "" {
 		ring, closeRing, err := a.benchRing(dir)
 		if err != nil {
@@ -312,6 +320,9 @@ func printBench(w io.Writer, r benchReport) {
 		if r.Settings.Sealed {
 			fmt.Fprintf(w, " %10s %9s %7s", "sealed/s", "p99 µs", "sealed")
 		}
+		if len(r.Points) > 0 && r.Points[0].Pipelined != nil {
+			fmt.Fprintf(w, " %12s %6s", "pipelined/s", "ratio")
+		}
 		fmt.Fprintln(w)
 		for _, p := range r.Points {
 			fmt.Fprintf(w, "%5d %5d %12.0f %9.0f %9.0f %12.0f %6.2f %14.0f %6.2f %12.0f %6.2f", p.Concurrency, p.Batch,
@@ -319,6 +330,9 @@ func printBench(w io.Writer, r benchReport) {
 				p.CeilingKeyed.RecordsPerSec, p.KeyedRatio)
 			if p.Sealed != nil {
 				fmt.Fprintf(w, " %10.0f %9.0f %7.2f", p.Sealed.RecordsPerSec, p.Sealed.P99us, p.SealedRatio)
+			}
+			if p.Pipelined != nil {
+				fmt.Fprintf(w, " %12.0f %6.2f", p.Pipelined.RecordsPerSec, p.PipelinedRatio)
 			}
 			fmt.Fprintln(w)
 		}

@@ -92,6 +92,11 @@ type Point struct {
 	// bench was given a key ring; SealedRatio is its rate over Journal's.
 	Sealed      *Measurement `json:"sealed,omitempty"`
 	SealedRatio float64      `json:"sealed_ratio,omitempty"`
+	// Pipelined is the journal with its WAL flush pipelined
+	// (sqlite.Options.PipelineFlush), when asked for; PipelinedRatio is its
+	// rate over CeilingBatched. It explains and is not judged.
+	Pipelined      *Measurement `json:"pipelined,omitempty"`
+	PipelinedRatio float64      `json:"pipelined_ratio,omitempty"`
 }
 
 // Verdict judges the points. The ratio target is judged against the batched
@@ -131,6 +136,8 @@ type Config struct {
 	// ceilings write.
 	Fields      []byte
 	RecordBytes int
+	// Pipelined adds the journal opened with sqlite.Options.PipelineFlush.
+	Pipelined bool
 	// Ring, if set, adds the journal through store/sealed under this key
 	// ring. Each worker's run is its own key scope; the scope's key is made
 	// before the measured slices, which measure the steady state.
@@ -171,6 +178,9 @@ func PointAt(ctx context.Context, cfg Config, c, b int) (Point, error) {
 	if cfg.Ring != nil {
 		mks = append(mks, func() (*Workload, error) { return JournalWorkload(ctx, cfg.Dir, c, b, cfg.Fields, cfg.Ring) })
 	}
+	if cfg.Pipelined {
+		mks = append(mks, func() (*Workload, error) { return PipelinedWorkload(ctx, cfg.Dir, c, b, cfg.Fields) })
+	}
 	for _, mk := range mks {
 		w, err := mk()
 		if err != nil {
@@ -198,6 +208,11 @@ func PointAt(ctx context.Context, cfg Config, c, b int) (Point, error) {
 		s := ws[4].acc.Summarize()
 		p.Sealed = &s
 		p.SealedRatio = Ratio(s.RecordsPerSec, p.Journal.RecordsPerSec)
+	}
+	if cfg.Pipelined {
+		m := ws[len(ws)-1].acc.Summarize()
+		p.Pipelined = &m
+		p.PipelinedRatio = Ratio(m.RecordsPerSec, p.CeilingBatched.RecordsPerSec)
 	}
 	return p, nil
 }
@@ -335,8 +350,18 @@ func JournalWorkload(ctx context.Context, dir string, c, b int, fields []byte, r
 	if ring != nil {
 		name = fmt.Sprintf("sealed-c%d-b%d.db", c, b)
 	}
-	path := filepath.Join(dir, name)
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
+	return journalWorkload(ctx, filepath.Join(dir, name), c, b, fields, ring, sqlite.Options{Logger: quietLogger()})
+}
+
+// PipelinedWorkload is JournalWorkload (unsealed) on a journal opened with
+// sqlite.Options.PipelineFlush.
+func PipelinedWorkload(ctx context.Context, dir string, c, b int, fields []byte) (*Workload, error) {
+	path := filepath.Join(dir, fmt.Sprintf("pipelined-c%d-b%d.db", c, b))
+	return journalWorkload(ctx, path, c, b, fields, nil, sqlite.Options{Logger: quietLogger(), PipelineFlush: true})
+}
+
+func journalWorkload(ctx context.Context, path string, c, b int, fields []byte, ring keyring.Ring, opts sqlite.Options) (*Workload, error) {
+	s, err := sqlite.Open(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}

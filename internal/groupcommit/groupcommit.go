@@ -22,7 +22,8 @@
 //     Config.MaxAttempts of them in a row the remaining members are
 //     answered with the last error.
 //   - Close drains: every member submitted before it is answered before
-//     Close returns.
+//     Close returns, or, when the Attempt defers answers (SQL.Durable,
+//     Config.Pipelined), handed to whatever will answer it.
 //
 // The package knows nothing of what is written; SQL adapts it to
 // database/sql transactions with one savepoint per member.

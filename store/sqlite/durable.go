@@ -49,6 +49,22 @@ var ErrNotDurable = errors.New("sqlite: the journal's write-ahead log could not 
 //     that a power loss then takes back.
 //   - A failed flush is final for the open file (ErrNotDurable).
 //
+// Checked against SQLite (pragma.html#pragma_synchronous: in WAL mode
+// NORMAL is "always consistent" and only a commit's durability is lost to
+// a power failure; wal.c): with NORMAL, sqlite3WalFrames syncs a restarted
+// WAL's header with the checkpoint sync flags before any frame follows it
+// (ticket ff5be73dee), and a checkpoint syncs the WAL before it copies
+// frames into the database file and the database file before the WAL may
+// be restarted. So the only writes left unsynced are a commit's frames,
+// which our flush covers; a restart overwrites the WAL in place (same
+// inode), and the stale frames after the new ones carry the old salt and
+// end recovery. journal_size_limit and TRUNCATE checkpoints shrink the
+// same inode. Were database/sql to replace the writer's connection, the
+// new one would run with the DSN's synchronous=FULL. Transactions are
+// counted when they begin (before any can be visible) and when they end
+// (committed or rolled back), and a flush covers every transaction ended
+// when it began.
+//
 // The -wal file is checked after every transaction: if SQLite replaced it
 // (a new inode, after its last connection closed and the file was
 // removed), walSync flushes the old one once and moves to the new one.

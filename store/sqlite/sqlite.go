@@ -8,6 +8,15 @@
 // others commit. Reads use a separate pool of read-only connections and see
 // committed snapshots only.
 //
+// With Options.PipelineFlush the writer instead commits with
+// synchronous=NORMAL and a flusher goroutine fdatasyncs the WAL behind it,
+// so one group's flush overlaps the next group's execution. Durability is
+// unchanged for anyone outside: every answer waits for a flush that began
+// after its transaction ended, every row a read hands out waits until the
+// writer's transactions begun before the read's snapshot are flushed, and
+// a failed flush stops the open file (ErrNotDurable). durable.go states
+// the crash-safety argument against SQLite's WAL rules.
+//
 // All rows are scoped by tenant; one Store handle serves one tenant. The file
 // can hold several tenants: ForTenant gives each a view of one open handle,
 // so that they share its writer rather than contend for SQLite's write lock.
@@ -62,11 +71,13 @@ type Options struct {
 	// synchronous=NORMAL and a flusher fdatasyncs the WAL behind it; every
 	// answer, and every row a read hands out, waits for a flush that began
 	// after the commit, so what a caller learns is as durable as under
-	// synchronous=FULL. Off by default: on the 2-core machine this was
-	// built on it did not beat the plain group commit (see
-	// internal/benchappend), because in a closed loop each caller is in
-	// one group at a time, and handing the answers to the flusher costs
-	// every caller a goroutine switch. A file not in WAL mode ignores it.
+	// synchronous=FULL. Off by default until a quiet machine judges it
+	// ("journal bench --pipelined" measures both in the same run): on the
+	// busy 2-core machine it was built on (load 15-28) it came out ahead at
+	// 64x1 and 8x16 and behind at 8x1, where handing every answer to the
+	// flusher costs each caller a goroutine switch, and in a closed loop a
+	// caller is in one group at a time, so only two cohorts can overlap.
+	// A file not in WAL mode ignores it.
 	PipelineFlush bool
 
 	// oneByOne writes every append alone in its savepoint instead of
