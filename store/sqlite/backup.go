@@ -39,6 +39,15 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 		os.Remove(dst) // a half-written copy is debris, never a backup
 		return fmt.Errorf("backup: copy into %s: %w", dst, err)
 	}
+	if s.wal != nil {
+		// The copy read through a connection of its own, which does not
+		// wait for the WAL flush: wait now, so the backup holds nothing
+		// the journal itself could still lose.
+		if err := s.wal.awaitDurable(ctx); err != nil {
+			os.Remove(dst)
+			return fmt.Errorf("backup: %w", err)
+		}
+	}
 	if err := syncFile(dst); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
