@@ -58,7 +58,7 @@ type Member[T any] struct {
 // Answer gives the member its result. An Attempt answers each member it
 // does not return for retry exactly once.
 func (m *Member[T]) Answer(err error) {
-	if m.q != nil {
+	if m.q != nil && m.q.cfg.Pipelined {
 		m.q.mu.Lock()
 		m.q.unanswered--
 		m.q.mu.Unlock()
@@ -108,7 +108,8 @@ type Queue[T any] struct {
 	cond    *sync.Cond
 	waiting []*Member[T]
 	busy    map[string]int // keys of members in flight
-	// unanswered counts the members taken and not yet answered.
+	// unanswered counts the members taken and not yet answered (kept
+	// when Pipelined only).
 	unanswered int
 	closed     bool
 	wg         sync.WaitGroup
@@ -286,7 +287,9 @@ func (q *Queue[T]) take() []*Member[T] {
 			if len(group) < limit && q.free(m) {
 				q.claim(m)
 				m.taken = true
-				q.unanswered++
+				if q.cfg.Pipelined {
+					q.unanswered++
+				}
 				group = append(group, m)
 			} else {
 				rest = append(rest, m)
