@@ -25,25 +25,14 @@ func TestBulk_ExportIsTheInnerStoresByteForByte(t *testing.T) {
 	if !ok {
 		t.Fatal("WithBulk over a SQLite store: not a bulk reader")
 	}
+	// Sealed runs of a case, and open runs scoped by their run.
 	c := store.NewCaseID()
-	for i := 0; i < 5; i++ {
-		run := store.NewRunID()
-		cs := c
-		if i%2 == 1 {
-			cs = store.CaseID{} // scoped by its run
-		}
-		for k := 0; k < 3; k++ {
-			if _, err := b.Append(ctx, 1, []store.Append{{Run: run, Case: cs, Kind: "Note", Fields: []byte(`{"secret":"s` + string(rune('0'+k)) + `"}`)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if i < 3 {
-			if _, err := b.Append(ctx, 1, []store.Append{{Run: run, Kind: store.KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)}}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Seal(ctx, run, 1, "succeeded"); err != nil {
-				t.Fatal(err)
-			}
+	for i := 0; i < 3; i++ {
+		caseRun(t, b, c, "GraceHopper")
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := b.Append(ctx, 1, []store.Append{{Run: store.NewRunID(), Kind: "Note", Fields: []byte(`{"secret":"GraceHopper"}`)}}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	var viaSealed, viaInner bytes.Buffer
@@ -56,7 +45,7 @@ func TestBulk_ExportIsTheInnerStoresByteForByte(t *testing.T) {
 	if !bytes.Equal(viaSealed.Bytes(), viaInner.Bytes()) {
 		t.Fatalf("the sealed journal's export differs from its store's:\n%s\nvs\n%s", viaSealed.Bytes(), viaInner.Bytes())
 	}
-	if bytes.Contains(viaSealed.Bytes(), []byte(`"s1"`)) || !bytes.Contains(viaSealed.Bytes(), []byte(sealed.EnvelopePrefix)) {
+	if bytes.Contains(viaSealed.Bytes(), []byte("GraceHopper")) || !bytes.Contains(viaSealed.Bytes(), []byte(sealed.EnvelopePrefix)) {
 		t.Fatal("the export does not hold the sealed bytes as stored")
 	}
 	// Through the run-by-run path (the Journal alone) the export is the
