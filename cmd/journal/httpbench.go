@@ -304,7 +304,7 @@ func printHTTPBench(w io.Writer, r httpBenchReport) {
 	if len(r.Points) == 0 || r.Points[0].Tessera == nil {
 		return
 	}
-	fmt.Fprintln(w, "Tessera POSIX log, POST /add of the same record bytes, same clients, same clients, rounds alternating with journal serve (medians):")
+	fmt.Fprintln(w, "Tessera POSIX log, POST /add of the same record bytes, same clients, rounds alternating with journal serve (medians):")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clients\tsaturated/s\tp50\tp99\topen-loop offered/s\tachieved/s\tp50\tp99\tp99.9\tjournal/tessera\t")
 	for _, p := range r.Points {
