@@ -60,7 +60,7 @@ func TestBenchHTTPReport_TesseraPeerInAlternatingRounds(t *testing.T) {
 		t.Fatalf("report has no peer figures: %s", r.stdout)
 	}
 	p := rep.Points[0]
-	if tp := p.Tessera; tp.Max.Done == 0 || tp.Max.Failed != 0 || tp.Open.Done == 0 || tp.Ratio <= 0 {
+	if tp := p.Tessera; tp.Max.Done == 0 || tp.Max.Failed != 0 || tp.Open.Done == 0 || tp.Ratio <= 0 || tp.RoundRatio <= 0 {
 		t.Fatalf("peer point: %+v", tp)
 	}
 	// The rounds alternate which server goes first, so neither always
