@@ -144,3 +144,36 @@ func TestRun_AddURL(t *testing.T) {
 		t.Fatalf("refused adds: %v, want an error naming the 503", err)
 	}
 }
+
+// TestRun_AnswerWithoutAckIsAFailure: the journal's timed appends are not
+// decoded, but a 200 whose answer acknowledges no record is not counted
+// as an append done (a server, or a proxy before it, answering 200 with
+// anything else would otherwise look fast).
+func TestRun_AnswerWithoutAckIsAFailure(t *testing.T) {
+	f := &fakeServer{appends: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/runs/{run}/lease", f.handler())
+	first := map[string]bool{}
+	var mu sync.Mutex
+	mux.HandleFunc("POST /v1/append", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		setup := !first[string(b[:40])]
+		first[string(b[:40])] = true
+		mu.Unlock()
+		if setup { // the untimed first record goes through the client, which decodes
+			json.NewEncoder(w).Encode(api.Appended{Records: []api.Ack{{Line: 1, Seq: 1}}})
+			return
+		}
+		io.WriteString(w, `{"records":[]}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{BaseURL: srv.URL, Token: "t", Clients: 2, Duration: 50 * time.Millisecond, Rate: 100, Payload: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != 0 || res.Failed != 5 || !strings.Contains(res.FirstError, "acknowledges no record") {
+		t.Fatalf("%+v, want every timed append failed for want of an ack", res)
+	}
+}
