@@ -1,15 +1,18 @@
 package disclosure
 
 import (
+	"crypto/sha256"
 	"testing"
 
+	"github.com/runseal/runseal/disclosure/internal/sha256x2"
 	"github.com/runseal/runseal/store"
 )
 
-// TestWorkerChunk_PairedChainHashes: the workers hash record lines two at
-// a time (sha256x2). Every chained line's hash must be SHA-256(used || raw)
-// of its own line, whatever line it was paired with: an odd line out, lines
-// of different lengths, a chunk cut at every place (so each chunk's first
+// TestWorkerChunk_PairedChainHashes: the workers hash record lines beside
+// the file's digest and two at a time (sha256x2). Every chained line's
+// hash must be SHA-256(used || raw) of its own line, whatever it was paired
+// with, and the chunk's digest its own: an odd line out, lines of
+// different lengths, a chunk cut at every place (so each chunk's first
 // lines, run blocks and pairs shift).
 func TestWorkerChunk_PairedChainHashes(t *testing.T) {
 	pkg, _ := smallPackage(t)
@@ -20,7 +23,13 @@ func TestWorkerChunk_PairedChainHashes(t *testing.T) {
 			b         []byte
 			lineStart bool
 		}{{pkg[:cut], true}, {pkg[cut:], cut == 0 || pkg[cut-1] == '\n'}} {
-			for _, e := range w.chunk(part.b, part.lineStart, nil) {
+			d := sha256x2.New()
+			turn := func(jobs []sha256x2.Job) int { return d.WriteWith(part.b, jobs) }
+			ex := w.chunk(part.b, part.lineStart, nil, turn)
+			if got, want := d.Sum(), sha256.Sum256(part.b); got != want {
+				t.Fatalf("cut at %d: the chunk's digest is %x, crypto/sha256 says %x", cut, got, want)
+			}
+			for _, e := range ex {
 				if !e.chained {
 					continue
 				}
