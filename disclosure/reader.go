@@ -189,7 +189,7 @@ type aheadReader struct {
 	once    sync.Once
 	cur     *chunk
 	off     int
-	sum     hash.Hash         // without workers: the producer's until done
+	sum     hash.Hash        // without workers: the producer's until done
 	fileSum *sha256x2.Digest // with workers: theirs, one chunk at a time in input order
 	n       int64
 }
