@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/transparency-dev/merkle/compact"
 
@@ -34,27 +38,64 @@ const DefaultNodeCacheBytes = 16 << 20
 // still filling) costs one more round trip; Store.ProofRoundTrips counts
 // them all.
 
-// qRunInLog is, in one round trip: a first row with the committed size,
+// runInLogSQL is, in one round trip: a first row with the committed size,
 // the run's position and its stored leaf (a row even for an unknown run),
-// then one row per stored node among the leaf's node, the siblings of its
-// path and the right border of the tree of size $4 (the committed size
-// when NULL), on the levels below $3. The levels are a constant series
-// filtered by $3, not a series up to $3, so that the planner estimates the
-// same rows with the parameter as without: a generic plan then costs what
-// a custom one does and the prepared statement keeps it (with the series
-// up to $3 the server planned every execution anew, 0.7 ms each).
-const qRunInLog = `WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
-	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2),
-	w(level, idx) AS (
-		SELECT 0, r.log_index FROM r WHERE r.log_index IS NOT NULL
-		UNION SELECT l, (r.log_index >> l) # 1::bigint FROM r, generate_series(0, 63) l
-			WHERE r.log_index IS NOT NULL AND l < $3::int
-		UNION SELECT l, (t.size >> l) - 1 FROM (SELECT coalesce($4::bigint, s.size) AS size FROM s) t,
-			generate_series(0, 63) l WHERE l < $3::int AND ((t.size >> l) & 1) = 1)
-	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
+// then one row per stored node among the leaf's node (always: it is
+// checked against the run's leaf, see store.RunInLog), the siblings of its
+// path and the right border of the tree of size $3 (the committed size
+// when NULL), on the levels below floor, the node cache's. The levels are
+// spelled out as a VALUES list, one statement per floor (a floor changes
+// only as the log grows by powers of two), so the plan has no parameter
+// in its shape: the generic plan is the custom one and the prepared
+// statement keeps it (a series up to a parameter was planned anew on
+// every execution, 0.7 ms each), and the server does nothing but the
+// index lookups (a series filtered by a parameter and its de-duplication
+// cost the server about as much as the lookups). A border node that does
+// not exist is a NULL index, which matches nothing; a node listed twice
+// comes back twice, which log.Ahead does not mind.
+func runInLogSQL(schema string, floor uint) string {
+	var b strings.Builder
+	b.WriteString(`WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
+	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2)
+	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true`)
+	b.WriteString(`
 	UNION ALL
-	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash FROM w JOIN {S}.log_nodes n
-		ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`
+	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash`)
+	if floor == 0 {
+		b.WriteString(`
+	FROM r, LATERAL (VALUES (0, r.log_index)`)
+	} else {
+		b.WriteString(`
+	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
+		LATERAL (VALUES (0, r.log_index)`)
+	}
+	for l := range floor {
+		fmt.Fprintf(&b, `,
+			(%d, (r.log_index >> %d) # 1),
+			(%d, CASE WHEN (t.size >> %d) & 1 = 1 THEN (t.size >> %d) - 1 END)`, l, l, l, l, l)
+	}
+	b.WriteString(`) w(level, idx)
+	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
+	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
+}
+
+// floorSQL is runInLogSQL for one floor, kept by the Store for the floor it
+// last saw.
+type floorSQL struct {
+	floor uint
+	sql   string
+}
+
+// runInLogStatement is runInLogSQL for the node cache's floor now.
+func (s *Store) runInLogStatement() *floorSQL {
+	floor := s.nodeCache.Floor()
+	if f := s.inLogSQL.Load(); f != nil && f.floor == floor {
+		return f
+	}
+	f := &floorSQL{floor: floor, sql: runInLogSQL(s.schema, floor)}
+	s.inLogSQL.Store(f)
+	return f
+}
 
 // qSizeNodes is, in one round trip, a first row with the committed size,
 // then one row per stored node among the ($2[k], $3[k]) pairs. The pairs
@@ -202,23 +243,12 @@ func (s *Store) sizeAndNodes(ctx context.Context, ids []compact.NodeID) (uint64,
 	return uint64(*size), ahead, nil
 }
 
-// inLog is what an inclusion proof's one statement read: the log's
-// committed size, the run's position and leaf (sealed false when the run is
-// unknown or not sealed), and the nodes read ahead.
-type inLog struct {
-	size, index uint64
-	leaf        log.Hash
-	sealed      bool
-	ahead       []log.Node
-}
-
 // runInLog reads the log's committed size, the run's position in it and
 // the nodes below the cache's floor that an inclusion proof of it at size
-// at (nil: the committed size) may need, in one round trip. The stored
-// leaf hash must be the hash of the run's leaf, so that a swapped leaf row
-// is caught here and not by the auditor.
-func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (inLog, error) {
-	var out inLog
+// at (nil: the committed size) may need, in one round trip. Rows are
+// scanned into values that need no reflection and no copy per row.
+func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (store.RunInLog, error) {
+	var out store.RunInLog
 	if err := s.check(ctx); err != nil {
 		return out, err
 	}
@@ -228,57 +258,51 @@ func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (inLo
 		atSize = &v
 	}
 	s.trips.Add(1)
-	rows, err := s.pool.Query(ctx, s.q.runInLog, s.tenant, run.String(), int32(s.nodeCache.Floor()), atSize)
+	q, args := s.runInLogStatement(), []any{s.tenant, run.String(), atSize}
+	if q.floor == 0 {
+		args = args[:2] // no border below the floor, so no $3
+	}
+	rows, err := s.pool.Query(ctx, q.sql, args...)
 	if err != nil {
 		return out, fmt.Errorf("read run %s: %w", run, err)
 	}
 	defer rows.Close()
 	var head bool
-	var n int64
-	var idx *int64
-	var l []byte
+	var size int64
+	var index *int64
+	var leaf []byte
+	var rn, ridx, nidx pgtype.Int8
+	var level pgtype.Int4
+	var rl, h pgtype.DriverBytes
 	for rows.Next() {
-		var rn, ridx, nidx *int64
-		var rl, h []byte
-		var level *int32
 		if err := rows.Scan(&rn, &ridx, &rl, &level, &nidx, &h); err != nil {
 			return out, fmt.Errorf("read run %s: %w", run, err)
 		}
-		if rn != nil {
-			head, n, idx, l = true, *rn, ridx, rl
+		if rn.Valid {
+			head, size = true, rn.Int64
+			if ridx.Valid {
+				v := ridx.Int64
+				index, leaf = &v, append([]byte(nil), rl...)
+			}
 			continue
 		}
-		nd, err := scanNode(level, nidx, h)
+		if !level.Valid || !nidx.Valid {
+			return out, &store.CorruptError{Detail: "a log node row has no valid position"}
+		}
+		nd, err := scanNode(&level.Int32, &nidx.Int64, h)
 		if err != nil {
 			return out, err
 		}
-		out.ahead = append(out.ahead, nd)
+		if out.Ahead == nil {
+			out.Ahead = make([]log.Node, 0, 4)
+		}
+		out.Ahead = append(out.Ahead, nd)
 	}
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("read run %s: %w", run, err)
 	}
-	if !head || n < 0 {
+	if !head {
 		return out, &store.CorruptError{Detail: "no valid log size"}
 	}
-	out.size = uint64(n)
-	if idx == nil || *idx >= n {
-		return out, nil
-	}
-	if *idx < 0 || len(l) != 32 {
-		return out, &store.CorruptError{Run: run, Detail: "sealed run has no 32-byte leaf"}
-	}
-	var lh *log.Hash
-	for i := range out.ahead {
-		if out.ahead[i].ID == compact.NewNodeID(0, uint64(*idx)) {
-			lh = &out.ahead[i].Hash
-		}
-	}
-	if lh == nil {
-		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is missing", *idx)}
-	}
-	if *lh != log.LeafHash(log.Hash(l)) {
-		return out, &store.CorruptError{Run: run, Detail: fmt.Sprintf("log leaf %d is not the hash of the run's sealed leaf", *idx)}
-	}
-	out.index, out.leaf, out.sealed = uint64(*idx), log.Hash(l), true
-	return out, nil
+	return out, out.SetRead(run, size, index, leaf)
 }
