@@ -19,7 +19,8 @@ import (
 // built in seconds instead of the hours n appends and seals would take,
 // for benchmarks of proofs ("journal bench --proofs N --postgres DSN").
 //
-// A tenant that already holds exactly that log (same size, same root) is
+// A tenant that already holds that log (same size, and the root its stored
+// compact range gives is the log's: a cheap check, not of every node) is
 // kept as it is, so a benchmark can build a large log once and measure it
 // many times; any other non-empty log is refused. The in-memory log is
 // returned either way, for the caller to check proofs against.
