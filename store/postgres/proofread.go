@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -97,17 +98,52 @@ func (s *Store) runInLogStatement() *floorSQL {
 	return f
 }
 
-// qSizeNodes is, in one round trip, a first row with the committed size,
-// then one row per stored node among the ($2[k], $3[k]) pairs. The pairs
-// are subscripted from a constant series (a proof reads at most 2*64
-// nodes) rather than unnested, for the reason given at qRunInLog: the
-// planner's estimate of an unnested array parameter differs with and
-// without its value, and the server then plans every execution anew.
-const qSizeNodes = `SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), NULL::integer, NULL::bigint, NULL::bytea
+// sizeNodesSQL is, in one round trip, a first row with the committed size,
+// then one row per stored node among the k (level, index) pairs $2, $3,
+// ... It is one statement per k (a proof reads at most 2*64 nodes, and
+// with the node cache warm a consistency proof two or three) with the
+// pairs as a VALUES list, for the reason given at runInLogSQL: arrays
+// unnested or subscripted from a series made the server's work several
+// times the index lookups'.
+func sizeNodesSQL(schema string, k int) string {
+	var b strings.Builder
+	b.WriteString(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), NULL::integer, NULL::bigint, NULL::bytea`)
+	if k > 0 {
+		b.WriteString(`
 	UNION ALL
-	SELECT NULL, n.level, n.idx, n.hash FROM generate_series(1, 128) k
-		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = ($2::int[])[k] AND n.idx = ($3::bigint[])[k]
-		WHERE k <= cardinality($2::int[])`
+	SELECT NULL, n.level, n.idx, n.hash FROM (VALUES `)
+		for i := range k {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "($%d::integer, $%d::bigint)", 2+2*i, 3+2*i)
+		}
+		b.WriteString(`) w(level, idx)
+		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
+	}
+	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
+}
+
+// sizeNodesStatements keeps sizeNodesSQL by node count, built on first use.
+type sizeNodesStatements struct {
+	mu  sync.Mutex
+	sql map[int]string
+}
+
+func (s *Store) sizeNodesStatement(k int) string {
+	c := &s.sizeNodesSQL
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q, ok := c.sql[k]
+	if !ok {
+		if c.sql == nil {
+			c.sql = map[int]string{}
+		}
+		q = sizeNodesSQL(s.schema, k)
+		c.sql[k] = q
+	}
+	return q
+}
 
 // proofNodes is the node reader of the read paths for a tree of size
 // leaves, committed: the cache in front of the pool.
@@ -145,15 +181,15 @@ func (c counted) ReadNodes(ctx context.Context, ids []compact.NodeID) ([]log.Has
 	return c.nodes.ReadNodes(ctx, ids)
 }
 
-// scanNode reads a node row's level, index and hash.
-func scanNode(level *int32, idx *int64, h []byte) (log.Node, error) {
-	if level == nil || idx == nil || *level < 0 || *level > 63 || *idx < 0 {
+// scanNode reads a node row's level, index and hash (NULL: not valid).
+func scanNode(level pgtype.Int4, idx pgtype.Int8, h []byte) (log.Node, error) {
+	if !level.Valid || !idx.Valid || level.Int32 < 0 || level.Int32 > 63 || idx.Int64 < 0 {
 		return log.Node{}, &store.CorruptError{Detail: "a log node row has no valid position"}
 	}
 	if len(h) != 32 {
-		return log.Node{}, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is %d bytes", *level, *idx, len(h))}
+		return log.Node{}, &store.CorruptError{Detail: fmt.Sprintf("log node (%d, %d) is %d bytes", level.Int32, idx.Int64, len(h))}
 	}
-	return log.Node{ID: compact.NewNodeID(uint(*level), uint64(*idx)), Hash: log.Hash(h)}, nil
+	return log.Node{ID: compact.NewNodeID(uint(level.Int32), uint64(idx.Int64)), Hash: log.Hash(h)}, nil
 }
 
 // WarmNodeCache waits until the node cache holds every level it keeps for
@@ -201,31 +237,31 @@ func (s *Store) sizeAndNodes(ctx context.Context, ids []compact.NodeID) (uint64,
 	if len(ids) > 128 {
 		return 0, nil, fmt.Errorf("read log size and nodes: %d nodes; a proof reads at most 128", len(ids))
 	}
-	levels := make([]int32, 0, len(ids))
-	idxs := make([]int64, 0, len(ids))
+	args := make([]any, 1, 1+2*len(ids))
+	args[0] = s.tenant
 	for _, id := range ids {
 		if id.Index <= math.MaxInt64 {
-			levels, idxs = append(levels, int32(id.Level)), append(idxs, int64(id.Index))
+			args = append(args, int32(id.Level), int64(id.Index))
 		}
 	}
 	s.trips.Add(1)
-	rows, err := s.pool.Query(ctx, s.q.sizeNodes, s.tenant, levels, idxs)
+	rows, err := s.pool.Query(ctx, s.sizeNodesStatement(len(args)/2), args...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read log size and nodes: %w", err)
 	}
 	defer rows.Close()
 	var size *int64
 	ahead := make([]log.Node, 0, len(ids))
+	var n, idx pgtype.Int8
+	var level pgtype.Int4
+	var h pgtype.DriverBytes
 	for rows.Next() {
-		var n *int64
-		var level *int32
-		var idx *int64
-		var h []byte
 		if err := rows.Scan(&n, &level, &idx, &h); err != nil {
 			return 0, nil, fmt.Errorf("read log size and nodes: %w", err)
 		}
-		if n != nil {
-			size = n
+		if n.Valid {
+			v := n.Int64
+			size = &v
 			continue
 		}
 		nd, err := scanNode(level, idx, h)
@@ -286,10 +322,7 @@ func (s *Store) runInLog(ctx context.Context, run store.RunID, at *uint64) (stor
 			}
 			continue
 		}
-		if !level.Valid || !nidx.Valid {
-			return out, &store.CorruptError{Detail: "a log node row has no valid position"}
-		}
-		nd, err := scanNode(&level.Int32, &nidx.Int64, h)
+		nd, err := scanNode(level, nidx, h)
 		if err != nil {
 			return out, err
 		}
