@@ -16,9 +16,15 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// DefaultNodeCacheBytes is the default bound on a Store's cache of upper
-// log nodes: the levels from 2 up of a log of a million sealed runs.
-const DefaultNodeCacheBytes = 16 << 20
+// DefaultNodeCacheBytes is the default bound on a Store's cache of log
+// nodes: every level of a log of a million sealed runs (the levels from 1
+// up at two million, from 2 up at four). A proof from a log the cache
+// holds whole reads from the database only the size, and for an
+// inclusion proof the run's row and its leaf node: at 10^6 runs, on a
+// server whose buffers are smaller than the tables, each node read from
+// the database is a page read too, and the p99 of an inclusion proof
+// reading three was over 1 ms. The cache takes only what the log needs.
+const DefaultNodeCacheBytes = 64 << 20
 
 // The log's read paths (proofs, roots) read outside any transaction: every
 // node of the tree of a committed size was committed with that size or

@@ -42,13 +42,24 @@ func BenchmarkProofs(b *testing.B) {
 			b.Fatalf("RUNSEAL_BENCH_PROOFS_SAMPLES=%q: want a positive count", v)
 		}
 	}
+	var cacheBytes int64 // $RUNSEAL_BENCH_NODE_CACHE: Options.NodeCacheBytes
+	if v := os.Getenv("RUNSEAL_BENCH_NODE_CACHE"); v != "" {
+		var err error
+		if cacheBytes, err = strconv.ParseInt(v, 10, 64); err != nil || cacheBytes < 1 {
+			b.Fatalf("RUNSEAL_BENCH_NODE_CACHE=%q: want a positive byte count", v)
+		}
+	}
 	ctx := context.Background()
 	// One tenant per size, kept: the log is built on the first run and
 	// reused (CreateSealedLog checks its root) by the next.
-	s := openStore(b, Options{Schema: "runseal_bench_proofs", Tenant: fmt.Sprintf("proofs%d", n)})
+	s := openStore(b, Options{Schema: "runseal_bench_proofs", Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
 	start := time.Now()
 	runs, tree := sealedLog(b, s, n)
-	b.Logf("log of %d sealed runs written (or found) in %.1fs; load average %s", n, time.Since(start).Seconds(), loadAvg())
+	var buffers string
+	if err := s.pool.QueryRow(ctx, "SHOW shared_buffers").Scan(&buffers); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("log of %d sealed runs written (or found) in %.1fs; server shared_buffers %s; load average %s", n, time.Since(start).Seconds(), buffers, loadAvg())
 	cp, err := s.Checkpoint(ctx)
 	if err != nil || cp.Size != uint64(n) {
 		b.Fatalf("checkpoint of the built log: %+v, %v", cp, err)
@@ -68,7 +79,7 @@ func BenchmarkProofs(b *testing.B) {
 		c := rep.RoundTrip
 		b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs (the ceiling: the log's size read, alternating with the proofs)",
 			"one round trip", c.P50us, c.P99us, c.CPUP50us, c.CPUP99us)
-		b.Logf("load average %s", loadAvg())
+		b.Logf("node cache floor %d; load average %s", s.NodeCacheStats().Floor, loadAvg())
 		b.ReportMetric(rep.Inclusion.P50us, "incl-p50-µs")
 		b.ReportMetric(rep.Inclusion.P99us, "incl-p99-µs")
 		b.ReportMetric(rep.Inclusion.CPUP99us, "incl-cpu-p99-µs")
