@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os"
 	"testing"
 
 	"github.com/runseal/runseal/internal/pgtest"
@@ -15,18 +13,7 @@ import (
 // one JSON document; --proofs-postgres alone is a usage error.
 func TestBenchProofs(t *testing.T) {
 	expect(t, cli(t, "", "", "bench", "--proofs-postgres", "postgres://localhost/x"), exitUsage, "--proofs-postgres needs --proofs")
-	dsn := os.Getenv(pgtest.EnvDSN)
-	if dsn == "" {
-		if os.Getenv(pgtest.EnvSkip) == "1" {
-			t.Skipf("%s=1", pgtest.EnvSkip)
-		}
-		srv, err := pgtest.Start(context.Background())
-		if err != nil {
-			t.Fatalf("no PostgreSQL for the test (set %s=1 to skip): %v", pgtest.EnvSkip, err)
-		}
-		t.Cleanup(srv.Stop)
-		dsn = srv.DSN
-	}
+	dsn := pgtest.Single(t)
 	r := cli(t, "", "", "bench", "--json", "--throughput=false", "--dir", t.TempDir(), "--proofs", "300", "--proof-samples", "200", "--proofs-postgres", dsn)
 	expect(t, r, exitOK)
 	var rep benchReport
