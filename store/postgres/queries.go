@@ -16,7 +16,6 @@ type queries struct {
 	updateLease, renewLease, releaseLease, abandoned           string
 	requestCancel, cancellation                                string
 	logNext, sealRun, logSize, readNodes, writeNodes           string
-	runInLog, sizeNodes                                        string
 	caseRuns                                                   string
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
@@ -93,8 +92,6 @@ func newQueries(schema string) queries {
 		sealRun: f(`UPDATE {S}.runs SET sealed_outcome = $3, sealed_at = clock_timestamp(), log_index = $4, leaf = head_hash
 			WHERE tenant = $1 AND run = $2 AND sealed_outcome IS NULL AND head_hash = $5`),
 		logSize:   f(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0)`),
-		runInLog:  f(qRunInLog),
-		sizeNodes: f(qSizeNodes),
 		readNodes: f(`SELECT level, idx, hash FROM {S}.log_nodes WHERE tenant = $1 AND (level, idx) IN (SELECT * FROM unnest($2::int[], $3::bigint[]))`),
 		// A node rewritten with its own hash stays; with another hash the
 		// CASE yields NULL and the NOT NULL constraint fails the seal.
