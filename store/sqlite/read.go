@@ -112,6 +112,11 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, fmt.Errorf("verify run %s: %w", run, err)
 	}
 	defer tx.Rollback()
+	return s.verifyTx(ctx, tx, run)
+}
+
+// verifyTx is Verify inside the caller's read transaction.
+func (s *Store) verifyTx(ctx context.Context, tx *sql.Tx, run store.RunID) (store.Digest, error) {
 	st, err := s.loadRun(ctx, tx, run)
 	if err != nil {
 		return store.Digest{}, err
