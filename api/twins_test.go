@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 )
 
@@ -234,14 +233,7 @@ func TestMeter_CountsRecordsCutBetweenWrites(t *testing.T) {
 // earlier one, or planted) never yields inclusion_verified, and the answer
 // says why.
 func TestTwins_RunStatus_WitnessedNoteBelowPolicyIsNotVerified(t *testing.T) {
-	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := checkpoint.ParsePolicy([]byte("witness w1 " + wvkey + "\nquorum w1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := journaltest.Policy(t, nil, journaltest.NewWitness(t, "w1"))
 	ts := startServer(t, withTwins(nil), func(c *Config, _ *Timeouts) { c.Tenants[0].Policy = pol })
 	ctx := context.Background()
 	run := ts.sealedRun(3)

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/publish"
@@ -88,30 +86,27 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, st: st, acme: acme, witnessName: "w-example"}
 
 	// The log's key, and a real witness that knows it, over HTTP.
-	signer, vkey, logKey := newLogKey(t, st.Origin())
-	wskey, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	must(t, err)
-	cos, err := checkpoint.NewCosigner(wskey)
-	must(t, err)
+	lk := journaltest.NewLog(t, st.Origin())
+	wit := journaltest.NewWitness(t, f.witnessName)
 	wst, err := witness.OpenStore(ctx, filepath.Join(t.TempDir(), "w.db"), witness.StoreOptions{Create: true})
 	must(t, err)
 	t.Cleanup(func() { wst.Close() })
-	must(t, wst.AddLog(ctx, witness.LogConfig{Origin: st.Origin(), Keys: []string{vkey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}))
-	w, err := witness.New(ctx, wst, []*checkpoint.Cosigner{cos}, witness.Options{Logger: quiet})
+	must(t, wst.AddLog(ctx, witness.LogConfig{Origin: st.Origin(), Keys: []string{lk.VKey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}))
+	w, err := witness.New(ctx, wst, []*checkpoint.Cosigner{wit.Cosigner}, witness.Options{Logger: quiet})
 	must(t, err)
 	wh, err := w.Handler("")
 	must(t, err)
 	wsrv := httptest.NewServer(wh)
 	t.Cleanup(wsrv.Close)
-	pol, err := checkpoint.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness %s %s %s\nquorum %s\n", vkey, f.witnessName, wvkey, wsrv.URL, f.witnessName))
-	must(t, err)
+	wit.URL = wsrv.URL
+	pol := journaltest.Policy(t, lk, wit)
 	// The publisher reads the outbox's due times, which the store stamps with
 	// its clock: both must share it.
-	pub, err := publish.New(st, pol, logKey, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.now, Logger: quiet})
+	pub, err := publish.New(st, pol, lk.Verifier, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.now, Logger: quiet})
 	must(t, err)
-	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: signer, Queue: pub, Logger: quiet})
+	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: lk.Signer, Queue: pub, Logger: quiet})
 
-	_, _, acmeKey := newLogKey(t, acme.Origin())
+	acmeKey := journaltest.NewLog(t, acme.Origin()).Verifier
 
 	// Runs in every state the pages show.
 	f.sealedRun = f.run(st, "succeeded", true)
@@ -181,7 +176,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// The server, as 'journal serve' builds it.
 	cfg := api.Config{
-		Tenants: []api.Tenant{{Store: st, LogKey: logKey, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
+		Tenants: []api.Tenant{{Store: st, LogKey: lk.Verifier, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
 		Tokens:  st, Logger: quiet,
 	}
 	meter := api.NewMeter(nil)
@@ -197,19 +192,6 @@ func newFixture(t *testing.T) *fixture {
 	// Writes through the API, so the Activity page has something to plot.
 	f.apiAppendAndSeal()
 	return f
-}
-
-// newLogKey makes a log key for origin: its signer, its vkey and its
-// verifier.
-func newLogKey(t *testing.T, origin string) (note.Signer, string, note.Verifier) {
-	t.Helper()
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
-	must(t, err)
-	signer, _, err := checkpoint.SignerForOrigin(skey, origin)
-	must(t, err)
-	v, err := checkpoint.NewVerifier(vkey)
-	must(t, err)
-	return signer, vkey, v
 }
 
 // noRedirect is a client that shows a redirect instead of following it.
