@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,29 +22,11 @@ import (
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/store/storetest"
 	"github.com/runseal/runseal/witness"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// clock is the journal's clock, moved by the test so a lease expires
-// without waiting for it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a real journal served with its console: tenant "default"
 // with runs in every backlog, seals, a checkpoint cosigned by a real
@@ -72,8 +53,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	clk := &clock{t: time.Now().UTC()}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log", Now: clk.now, Logger: quiet})
+	clk := storetest.NewFakeClock() // moved so a lease expires without waiting
+	clk.Advance(time.Since(clk.Now()))
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log", Now: clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 	pol := journaltest.Policy(t, lk, wit)
 	// The publisher reads the outbox's due times, which the store stamps with
 	// its clock: both must share it.
-	pub, err := publish.New(st, pol, lk.Verifier, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.now, Logger: quiet})
+	pub, err := publish.New(st, pol, lk.Verifier, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.Now, Logger: quiet})
 	must(t, err)
 	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: lk.Signer, Queue: pub, Logger: quiet})
 
@@ -119,7 +101,7 @@ func newFixture(t *testing.T) *fixture {
 	must(t, err)
 	_, err = st.Append(ctx, l.Epoch, []store.Append{
 		{Run: f.waiting, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"wait-1","source":"test"}`)},
-		{Run: f.waiting, Kind: store.KindRunSuspended, Fields: fmt.Appendf(nil, `{"awaiting":"time","until":%q}`, clk.now().Add(time.Hour).Format(time.RFC3339))},
+		{Run: f.waiting, Kind: store.KindRunSuspended, Fields: fmt.Appendf(nil, `{"awaiting":"time","until":%q}`, clk.Now().Add(time.Hour).Format(time.RFC3339))},
 	})
 	must(t, err)
 	must(t, st.ReleaseLease(ctx, f.waiting, l.Epoch))
@@ -128,7 +110,7 @@ func newFixture(t *testing.T) *fixture {
 	must(t, err)
 	_, err = st.Append(ctx, l.Epoch, []store.Append{{Run: f.abandoned, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"abandon-1","source":"test"}`)}})
 	must(t, err)
-	clk.add(5 * time.Second) // worker-2 died holding the lease
+	clk.Advance(5 * time.Second) // worker-2 died holding the lease
 	f.acmeRun = f.run(acme, "succeeded", true)
 
 	// A study kept by the trial lifecycle.
@@ -168,7 +150,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// A disclosure in the register.
 	f.disclosure = store.Disclosure{
-		ID: "dsc_" + store.NewRunID().String(), At: clk.now(), By: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated},
+		ID: "dsc_" + store.NewRunID().String(), At: clk.Now(), By: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated},
 		Recipient: "Regulator of Examples", Runs: []store.RunID{f.sealedRun}, Checkpoint: store.Checkpoint{Origin: st.Origin(), Size: sc.Size, Root: sc.Root},
 		Package: store.Digest{0xab, 0xcd, 0xef, 0x01}, Bytes: 4242, Carried: 1, Sealed: 1, Records: 3,
 	}

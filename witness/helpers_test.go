@@ -12,13 +12,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/internal/journaltest"
+	"github.com/runseal/runseal/store/storetest"
 )
 
 // env is a witness behind a real HTTP server.
@@ -31,27 +31,10 @@ type env struct {
 	srv     *httptest.Server
 	client  *Client
 	cosign  *checkpoint.Cosigner
-	clock   *fakeClock
+	clock   *storetest.FakeClock
 	metrics *Metrics
 	reg     *prometheus.Registry
 	logBuf  *syncBuffer
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 type syncBuffer struct {
@@ -77,7 +60,7 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, path: filepath.Join(dir, "witness.db"), cosign: journaltest.NewWitness(t, testWitnessName).Cosigner,
-		clock: &fakeClock{t: time.Unix(1_800_000_000, 0)}, logBuf: &syncBuffer{}}
+		clock: storetest.NewFakeClock(), logBuf: &syncBuffer{}}
 	st, err := OpenStore(context.Background(), e.path, StoreOptions{Create: true, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)

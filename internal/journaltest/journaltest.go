@@ -3,7 +3,7 @@
 // by golang.org/x/mod/sumdb/tlog (an implementation independent of this
 // module's log package, so that proofs checked against it were not made by
 // the code under test), witnesses' cosigning keys, and the witness policy
-// naming them.
+// naming them. (A clock the test moves is store/storetest's FakeClock.)
 //
 // It imports neither a store nor the witness package: the witness's own
 // tests use it, and so can test binaries that must not link SQLite (the
