@@ -84,6 +84,7 @@ type benchOptions struct {
 	restoreRuns   int    // --restore N (bench_restore.go)
 	restorePG     string // --restore-postgres DSN
 	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
+	rounds        int    // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -207,6 +208,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.StringVar(&o.serveProfile, "serve-cpuprofile", "", "with --http, write the server's CPU profile here")
 	_ = f.MarkHidden("serve-cpuprofile")
 	f.StringVar(&o.tessera, "tessera-posix", "", "with --http, also drive this Tessera POSIX log server binary (its cmd/conformance/posix) with POST /add, same clients, same run")
+	f.IntVar(&o.rounds, "rounds", 3, "with --http, saturated rounds per point, journal serve and the peer alternating; medians are reported")
 	f.BoolVar(&o.http, "http", false, "drive 'journal serve' on loopback with --concurrency clients (default 64,512), open loop, beside the store's own rate")
 	return cmd
 }
