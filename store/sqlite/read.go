@@ -300,6 +300,11 @@ func (s *Store) RecentRunsFrom(ctx context.Context, source string, after *store.
 
 // RunsByID implements store.Journal.
 func (s *Store) RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error) {
+	return s.runsByID(ctx, s.rdb, after, limit)
+}
+
+// runsByID is RunsByID on q (the read pool, or a Checker's connection).
+func (s *Store) runsByID(ctx context.Context, q querier, after *store.RunID, limit int) ([]store.RunID, error) {
 	if err := store.ValidateLimit(limit); err != nil {
 		return nil, err
 	}
@@ -307,7 +312,12 @@ func (s *Store) RunsByID(ctx context.Context, after *store.RunID, limit int) ([]
 	if after != nil {
 		cursor = after.String()
 	}
-	return s.listRuns(ctx, `SELECT run FROM runs WHERE tenant=? AND run > ? ORDER BY run LIMIT ?`, s.tenant, cursor, limit)
+	rows, err := q.QueryContext(ctx, `SELECT run FROM runs WHERE tenant=? AND run > ? ORDER BY run LIMIT ?`, s.tenant, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return store.CollectRows(rows, scanRun)
 }
 
 // CaseHistory implements store.Journal.

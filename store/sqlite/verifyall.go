@@ -62,19 +62,7 @@ func (c *Checker) Verify(ctx context.Context, run store.RunID) (store.Digest, er
 
 // RunsByID is Store.RunsByID on the checker's connection.
 func (c *Checker) RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error) {
-	if err := store.ValidateLimit(limit); err != nil {
-		return nil, err
-	}
-	cursor := ""
-	if after != nil {
-		cursor = after.String()
-	}
-	rows, err := c.conn.QueryContext(ctx, `SELECT run FROM runs WHERE tenant=? AND run > ? ORDER BY run LIMIT ?`, c.s.tenant, cursor, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return store.CollectRows(rows, scanRun)
+	return c.s.runsByID(ctx, c.conn, after, limit)
 }
 
 // VerifyLog is Store.VerifyLog on the checker's connection.
