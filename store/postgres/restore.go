@@ -38,7 +38,7 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 	what := func() string { return fmt.Sprintf("append to %d runs from run %s", len(runs), runs[0]) }
 	err := s.write(ctx, what, func(x *session) error {
 		defer x.genericPlans(ctx)()
-		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
+		locks, err := x.lockBulk(ctx, sortedIDs(runs, order), true)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 	what := func() string { return fmt.Sprintf("seal %d runs from run %s", len(runs), runs[0]) }
 	err := s.write(ctx, what, func(x *session) error {
 		defer x.genericPlans(ctx)()
-		locks, err := x.lockRuns(ctx, func(k int) store.RunID { return runs[order[k]] }, len(order))
+		locks, err := x.lockBulk(ctx, sortedIDs(runs, order), false)
 		if err != nil {
 			return err
 		}
@@ -156,6 +156,15 @@ func lockOrder(runs []store.RunID) []int {
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(runs[a].String(), runs[b].String()) })
 	return order
+}
+
+// sortedIDs returns the ids of runs in lock order.
+func sortedIDs(runs []store.RunID, order []int) []string {
+	ids := make([]string, len(order))
+	for k, i := range order {
+		ids[k] = runs[i].String()
+	}
+	return ids
 }
 
 var _ store.BulkWriter = (*Store)(nil)
