@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/runseal/runseal/store"
@@ -13,14 +14,18 @@ import (
 
 // stopAfterBulk lets n bulk writes (appends or seals) through and then
 // fails every write, as a restore killed between two of its bulk
-// transactions leaves the target.
+// transactions leaves the target. The seals run beside the appends, so
+// the count is shared under a lock.
 type stopAfterBulk struct {
 	*sqlite.Store
+	mu     sync.Mutex
 	n      int
 	writes int
 }
 
 func (s *stopAfterBulk) take() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.n == 0 {
 		return errStopped
 	}

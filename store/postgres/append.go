@@ -291,7 +291,7 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 	}
 	var stmts []stmt
 	for _, r := range p.prepared {
-		caseID, effect := recordCols(r)
+		caseID, effect := recordColumns(r)
 		b.Queue(s.q.insertRecord, s.tenant, id, int64(r.Seq), r.Kind, caseID, effect, r.PrevHash[:], r.Hash[:], r.Raw)
 		st := stmt{}
 		if r.Kind == store.KindEffectStarted {
@@ -325,7 +325,7 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 	}
 }
 
-func recordCols(r store.Prepared) (*string, []byte) {
+func recordColumns(r store.Prepared) (*string, []byte) {
 	var caseID *string
 	if !r.Case.IsZero() {
 		c := r.Case.String()
@@ -344,26 +344,20 @@ func recordCols(r store.Prepared) (*string, []byte) {
 // A constraint violation cannot be pinned on a plan here; the caller
 // writes the group again with queue, statement by statement, to find it.
 func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
-	var (
-		recRuns, recKinds            []string
-		seqs                         []int64
-		cases                        []*string
-		effects, prevs, hashes, raws [][]byte
-		newRuns, upRuns              runRows
-	)
+	var c recordCols
+	for _, p := range plans {
+		c.add(p)
+	}
+	b.Queue(s.q.insertRecords, s.tenant, c.run, c.seq, c.kind, c.caseID, c.effect, c.prev, c.hash, c.raw)
+	s.queueRuns(plans, b)
+}
+
+// queueRuns queues what queueMany writes besides the records: admission
+// claims and run rows.
+func (s *Store) queueRuns(plans []*appendPlan, b *pgx.Batch) {
+	var newRuns, upRuns runRows
 	for _, p := range plans {
 		id := p.run.String()
-		for _, r := range p.prepared {
-			caseID, effect := recordCols(r)
-			recRuns = append(recRuns, id)
-			seqs = append(seqs, int64(r.Seq))
-			recKinds = append(recKinds, r.Kind)
-			cases = append(cases, caseID)
-			effects = append(effects, effect)
-			prevs = append(prevs, r.PrevHash[:])
-			hashes = append(hashes, r.Hash[:])
-			raws = append(raws, r.Raw)
-		}
 		for _, k := range p.claims {
 			b.Queue(s.q.claimAdmission, s.tenant, k, id)
 		}
@@ -373,12 +367,35 @@ func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
 			newRuns.add(id, p)
 		}
 	}
-	b.Queue(s.q.insertRecords, s.tenant, recRuns, seqs, recKinds, cases, effects, prevs, hashes, raws)
 	if len(newRuns.run) > 0 {
 		b.Queue(s.q.insertRuns, newRuns.args(s.tenant)...)
 	}
 	if len(upRuns.run) > 0 {
 		b.Queue(s.q.updateRuns, upRuns.args(s.tenant)...)
+	}
+}
+
+// recordCols are the records of plans as column arrays, in plan order.
+type recordCols struct {
+	run, kind          []string
+	seq                []int64
+	caseID             []*string
+	effect, prev, hash [][]byte
+	raw                [][]byte
+}
+
+func (c *recordCols) add(p *appendPlan) {
+	id := p.run.String()
+	for _, r := range p.prepared {
+		caseID, effect := recordColumns(r)
+		c.run = append(c.run, id)
+		c.seq = append(c.seq, int64(r.Seq))
+		c.kind = append(c.kind, r.Kind)
+		c.caseID = append(c.caseID, caseID)
+		c.effect = append(c.effect, effect)
+		c.prev = append(c.prev, r.PrevHash[:])
+		c.hash = append(c.hash, r.Hash[:])
+		c.raw = append(c.raw, r.Raw)
 	}
 }
 

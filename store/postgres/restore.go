@@ -17,7 +17,8 @@ import (
 // AppendBulk implements store.BulkWriter: one transaction locks every run
 // of the call (in run-id order, like every writer), decides each append
 // under its lock with planAppend, as a group of concurrent Appends is
-// decided, and writes them all with one statement per table (queueMany).
+// decided, and writes the records with COPY (copyRecords) and the rest
+// with one statement per table (queueRuns).
 // A refusal under the lock, or a constraint the server enforces (a
 // duplicate effect or admission key), fails the whole call, which writes
 // nothing.
@@ -47,15 +48,15 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 				return err
 			}
 		}
-		b := &pgx.Batch{}
-		s.queueMany(plans, b)
-		return x.commit(ctx, b, func(_ int, err error) error {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-				return &store.InvalidArgumentError{Field: "bulk", Detail: fmt.Sprintf("an effect or admission key of the bulk is already in the journal (%s)", pe.ConstraintName)}
+		if err := s.copyRecords(ctx, x, plans); err != nil {
+			if d := bulkDuplicate(err); d != nil {
+				return d
 			}
-			return nil
-		})
+			return notWritten(fmt.Errorf("copy records: %w", err))
+		}
+		b := &pgx.Batch{}
+		s.queueRuns(plans, b)
+		return x.commit(ctx, b, func(_ int, err error) error { return bulkDuplicate(err) })
 	})
 	if err != nil {
 		return nil, err
@@ -98,6 +99,9 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 			if fresh[i], err = decideSeal(locks[k], reqs[i]); err != nil {
 				return err
 			}
+			if err := seals[i].CheckLeaf(reqs[i].leaf); err != nil {
+				return err
+			}
 		}
 		var write []*sealReq
 		for i, r := range reqs {
@@ -118,6 +122,39 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 		out[i] = r.leaf
 	}
 	return out, nil
+}
+
+// bulkDuplicate maps a unique violation of a bulk write, which cannot be
+// pinned on one member, to the refusal of the whole bulk; nil for any
+// other error.
+func bulkDuplicate(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return &store.InvalidArgumentError{Field: "bulk", Detail: fmt.Sprintf("an effect or admission key of the bulk is already in the journal (%s)", pe.ConstraintName)}
+	}
+	return nil
+}
+
+// copyRecords writes the records of plans with COPY, in x's transaction,
+// in plan order (so record ids keep each run's seq order). COPY checks
+// the same constraints as the multi-row INSERT of queueMany (the primary
+// key, exactly-once) and fails the transaction with the first violation;
+// it costs the server about a third less per record, which in a restore
+// is the most written table. The row values are the INSERT's.
+func (s *Store) copyRecords(ctx context.Context, x *session, plans []*appendPlan) error {
+	var c recordCols
+	for _, p := range plans {
+		c.add(p)
+	}
+	n, err := x.conn.CopyFrom(ctx, pgx.Identifier{s.schema, "records"},
+		[]string{"tenant", "run", "seq", "kind", "case_id", "effect_key", "prev_hash", "hash", "raw"},
+		pgx.CopyFromSlice(len(c.run), func(i int) ([]any, error) {
+			return []any{s.tenant, c.run[i], c.seq[i], c.kind[i], c.caseID[i], c.effect[i], c.prev[i], c.hash[i], c.raw[i]}, nil
+		}))
+	if err == nil && n != int64(len(c.run)) {
+		err = fmt.Errorf("copied %d of %d records", n, len(c.run))
+	}
+	return err
 }
 
 // genericPlans makes the session plan its statements for any tenant
