@@ -24,7 +24,8 @@ a disclosure package, or if the journal already holds any of its runs or
 admission keys or has a non-empty log; then append every run's records
 with their exact bytes, up to 2,048 runs per transaction with every check
 of the ordinary append (SQLite and PostgreSQL), and seal the sealed runs in
-log-index order, up to 8,192 per transaction. On a terminal stderr shows a progress bar per
+log-index order, up to 8,192 per transaction, each bulk as soon as its runs'
+records are committed (beside the appends that follow). On a terminal stderr shows a progress bar per
 phase with its rate and the time left; otherwise progress goes to the log.
 
 The restore succeeds only if the rebuilt log has the export's size and root.

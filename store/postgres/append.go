@@ -75,62 +75,75 @@ func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n i
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
+		if err := readLocks(br, at, locks, n); err != nil {
 			return err
 		}
-		got := 0
-		for rows.Next() {
-			var id string
-			var epoch int64
-			var l lease
-			if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
-				rows.Close()
-				return fmt.Errorf("lock runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok || epoch < 0 {
-				rows.Close()
-				return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
-			}
-			l.epoch = store.Epoch(epoch)
-			locks[i].lease = l
-			got++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock runs: %w", err)
-		}
-		if got != n {
-			return fmt.Errorf("lock runs: %d of %d lease rows found", got, n)
-		}
-		rows, err = br.Query()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var st runState
-			var seq int64
-			var hash []byte
-			if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
-				return fmt.Errorf("read runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok {
-				return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
-			}
-			if len(hash) != 32 || seq < 1 {
-				return &store.CorruptError{Run: run(i), Detail: "run head row is malformed"}
-			}
-			st.exists = true
-			st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
-			locks[i].run = st
-		}
-		return rows.Err()
+		return readRunStates(br, at, locks)
 	})
 	return locks, err
+}
+
+// readLocks reads the result of lockLeases into locks (at maps a run id
+// to its index), and checks that want rows were locked (want < 0: any
+// number).
+func readLocks(br pgx.BatchResults, at map[string]int, locks []locked, want int) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var id string
+		var epoch int64
+		var l lease
+		if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
+			return fmt.Errorf("lock runs: %w", err)
+		}
+		i, ok := at[id]
+		if !ok || epoch < 0 {
+			return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
+		}
+		l.epoch = store.Epoch(epoch)
+		locks[i].lease = l
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock runs: %w", err)
+	}
+	if want >= 0 && got != want {
+		return fmt.Errorf("lock runs: %d of %d lease rows found", got, want)
+	}
+	return nil
+}
+
+// readRunStates reads the result of runStates into locks.
+func readRunStates(br pgx.BatchResults, at map[string]int, locks []locked) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st runState
+		var seq int64
+		var hash []byte
+		if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		i, ok := at[id]
+		if !ok {
+			return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
+		}
+		if len(hash) != 32 || seq < 1 {
+			return &store.CorruptError{Detail: fmt.Sprintf("run %s's head row is malformed", id)}
+		}
+		st.exists = true
+		st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
+		locks[i].run = st
+	}
+	return rows.Err()
 }
 
 func scanRunState(row pgx.Row, run store.RunID) (runState, error) {

@@ -89,62 +89,14 @@ func (x *session) lockBulk(ctx context.Context, ids []string, create bool) ([]lo
 	b.Queue(s.q.lockLeases, s.tenant, rest)
 	b.Queue(s.q.runStates, s.tenant, rest)
 	read := func(br pgx.BatchResults) error {
-		rows, err := br.Query()
-		if err != nil {
+		want := len(rest)
+		if !create {
+			want = -1 // a run without a lease row was never written
+		}
+		if err := readLocks(br, at, locks, want); err != nil {
 			return err
 		}
-		got := 0
-		for rows.Next() {
-			var id string
-			var epoch int64
-			var l lease
-			if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
-				rows.Close()
-				return fmt.Errorf("lock runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok || created[i] || epoch < 0 {
-				rows.Close()
-				return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
-			}
-			l.epoch = store.Epoch(epoch)
-			locks[i].lease = l
-			got++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock runs: %w", err)
-		}
-		if create && got != len(rest) {
-			// A lease row seen by the insert and gone now: lease rows
-			// are never deleted, so the database is not ours alone.
-			return fmt.Errorf("lock runs: %d of %d lease rows found", got, len(rest))
-		}
-		rows, err = br.Query()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var st runState
-			var seq int64
-			var hash []byte
-			if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
-				return fmt.Errorf("read runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok || created[i] {
-				return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
-			}
-			if len(hash) != 32 || seq < 1 {
-				return &store.CorruptError{Detail: fmt.Sprintf("run %s's head row is malformed", id)}
-			}
-			st.exists = true
-			st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
-			locks[i].run = st
-		}
-		return rows.Err()
+		return readRunStates(br, at, locks)
 	}
 	var err error
 	if create {
