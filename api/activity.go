@@ -88,7 +88,7 @@ func (m *Meter) Observe(next http.Handler) http.Handler {
 		default:
 			return
 		}
-		tenant := r.URL.Query().Get("tenant")
+		tenant := queryValue(r.URL.RawQuery, "tenant") // as authorize read it
 		if tenant == "" {
 			tenant = store.DefaultTenant
 		}
@@ -102,7 +102,8 @@ type countingWriter struct {
 	http.ResponseWriter
 	code  int
 	lines int
-	tail  []byte // the last bytes written, for a member name cut between writes
+	tail  [8]byte // the last ntail bytes written, for a member name cut between writes
+	ntail int
 }
 
 func (w *countingWriter) WriteHeader(code int) {
@@ -116,10 +117,18 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	// A name cut between two writes is found in the tail of the first
 	// joined to the head of the second; the head alone is too short to
 	// hold one, so nothing is counted twice.
-	n := len(lineMember) - 1
-	w.lines += bytes.Count(append(w.tail, p[:min(len(p), n)]...), lineMember) + bytes.Count(p, lineMember)
-	w.tail = append(w.tail, p[max(0, len(p)-n):]...)
-	w.tail = w.tail[max(0, len(w.tail)-n):]
+	// The tail is kept in the writer, not allocated: this runs on every
+	// append's answer.
+	const n = len(`"line":`) - 1 // len(lineMember) - 1
+	var buf [2 * n]byte
+	j := append(append(buf[:0], w.tail[:w.ntail]...), p[:min(len(p), n)]...)
+	w.lines += bytes.Count(j, lineMember) + bytes.Count(p, lineMember)
+	if len(p) < n {
+		// j is the old tail and all of p.
+		w.ntail = copy(w.tail[:], j[max(0, len(j)-n):])
+	} else {
+		w.ntail = copy(w.tail[:], p[len(p)-n:])
+	}
 	return w.ResponseWriter.Write(p)
 }
 

@@ -173,3 +173,80 @@ func TestTokenCache_Off(t *testing.T) {
 		t.Fatalf("with the cache off a revoked token: %v, want ErrUnauthorized", err)
 	}
 }
+
+// blockingTokens holds every TokenByID until release is closed, and says
+// when one has started.
+type blockingTokens struct {
+	*memTokens
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingTokens) TokenByID(ctx context.Context, id string) (*store.Token, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	if err := ctx.Err(); err != nil {
+		return nil, err // as a database read would fail
+	}
+	return b.memTokens.TokenByID(ctx, id)
+}
+
+// TestTokenCache_ExpiryUnderLoadIsOneStoreRead: when a busy client's
+// entry expires, the requests in flight share one store read instead of
+// each reading the store (a stampede of one read per connection, every
+// TTL); a caller whose own request goes away is not held, whether it
+// started the read or joined it, and its going away fails no one else.
+func TestTokenCache_ExpiryUnderLoadIsOneStoreRead(t *testing.T) {
+	mem := &memTokens{}
+	_, secret := newMemToken(t, mem)
+	bt := &blockingTokens{memTokens: mem, entered: make(chan struct{}, 100), release: make(chan struct{})}
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	c := newTokenCache(time.Second, clock.now)
+	const n = 16
+	joined := make(chan struct{}, n)
+	c.joined = func() { joined <- struct{}{} }
+
+	leaderCtx, cancelLeader := context.WithCancel(context.Background())
+	errs := make(chan error, n)
+	go func() {
+		_, err := c.authenticate(leaderCtx, bt, secret)
+		errs <- err
+	}()
+	<-bt.entered
+	cancelLeader() // the first caller goes away while its read is in flight
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that started the read and went away: %v, want context.Canceled", err)
+	}
+	goneCtx, cancelGone := context.WithCancel(context.Background())
+	for i := 1; i < n; i++ {
+		ctx := context.Background()
+		if i == 1 {
+			ctx = goneCtx
+		}
+		go func() {
+			_, err := c.authenticate(ctx, bt, secret)
+			errs <- err
+		}()
+	}
+	for i := 1; i < n; i++ {
+		<-joined
+	}
+	cancelGone()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiter whose request went away: %v, want context.Canceled", err)
+	}
+	close(bt.release)
+	for i := 2; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("a caller sharing the read: %v", err)
+		}
+	}
+	if got := mem.count(); got != 1 {
+		t.Fatalf("%d concurrent checks of one expired token read the store %d times, want 1", n, got)
+	}
+	select {
+	case <-bt.entered:
+		t.Fatal("a second store read started")
+	default:
+	}
+}

@@ -341,7 +341,7 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 		}
 		name := r.PathValue("tenant") // a route's own tenant segment (/tiles/{tenant}/...)
 		if name == "" {
-			name = r.URL.Query().Get("tenant")
+			name = queryValue(r.URL.RawQuery, "tenant")
 		}
 		if name == "" {
 			name = store.DefaultTenant
@@ -661,7 +661,7 @@ func writeRuns[T any](w http.ResponseWriter) func([]T, error) error {
 // as a query parameter. Batches (consecutive lines of one run) commit in
 // order; on a refusal the answer says which were committed.
 func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
-	e, err := strconv.ParseUint(r.URL.Query().Get("epoch"), 10, 64)
+	e, err := strconv.ParseUint(queryValue(r.URL.RawQuery, "epoch"), 10, 64)
 	if err != nil || store.ValidateEpoch(store.Epoch(e)) != nil {
 		return badRequest("epoch", "epoch must be from 1 to 2^62")
 	}

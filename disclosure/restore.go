@@ -394,6 +394,11 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 	if err != nil {
 		return rep, err
 	}
+	if sl.total > 0 {
+		// The phase ends at its total even when the target held every
+		// leaf already, or the seals were done beside the appends.
+		progress(RestoreProgress{Phase: PhaseSealing, Done: sl.done, Total: sl.total})
+	}
 	if rep.Rebuilt, err = j.Checkpoint(ctx); err != nil {
 		return rep, err
 	}

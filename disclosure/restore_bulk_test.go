@@ -5,47 +5,19 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
 // stopAfterBulk lets n bulk writes (appends or seals) through and then
-// fails every write, as a restore killed between two of its bulk
-// transactions leaves the target. The seals run beside the appends, so
-// the count is shared under a lock.
-type stopAfterBulk struct {
-	*sqlite.Store
-	mu     sync.Mutex
-	n      int
-	writes int
-}
-
-func (s *stopAfterBulk) take() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == 0 {
-		return errStopped
-	}
-	s.n--
-	s.writes++
-	return nil
-}
-
-func (s *stopAfterBulk) AppendBulk(ctx context.Context, a []store.BulkAppend) ([][]store.Record, error) {
-	if err := s.take(); err != nil {
-		return nil, err
-	}
-	return s.Store.AppendBulk(ctx, a)
-}
-
-func (s *stopAfterBulk) SealBulk(ctx context.Context, b []store.BulkSeal) ([]store.Digest, error) {
-	if err := s.take(); err != nil {
-		return nil, err
-	}
-	return s.Store.SealBulk(ctx, b)
+// fails the next, as a restore killed between two of its bulk
+// transactions leaves the target. Ops counts the bulk writes made.
+func stopAfterBulk(target *sqlite.Store, n int) *faulty.BulkJournal {
+	return faulty.NewBulk(target, faulty.Options{Seed: uint64(n), Only: []string{"AppendBulk", "SealBulk"}, Trace: true,
+		At: map[uint64]faulty.Fault{uint64(n) + 1: faulty.FailBeforeCommit}})
 }
 
 // Issue 17: a restore through a store.BulkWriter writes many runs per
@@ -61,17 +33,18 @@ func TestRestore_ResumeAfterInterruptedBulk(t *testing.T) {
 	var phases []string
 	for n := 0; ; n++ {
 		target := openJournal(t, testOrigin)
-		stop := &stopAfterBulk{Store: target, n: n}
+		stop := stopAfterBulk(target, n)
 		rep, err := RestoreWith(ctx, stop, bytes.NewReader(exp), opts)
 		if err == nil {
 			// 5 runs in bulks of at most 2 (a run's second epoch
 			// starts a bulk), 3 leaves in bulks of 2.
-			if stop.writes < 5 || !rep.Faithful() {
-				t.Fatalf("the whole restore took %d bulk writes, report %+v", stop.writes, rep)
+			if writes := len(stop.Ops()); writes < 5 || !rep.Faithful() {
+				t.Fatalf("the whole restore took %d bulk writes, report %+v", writes, rep)
 			}
 			break
 		}
-		if !errors.Is(err, errStopped) {
+		var ie *faulty.InjectedError
+		if !errors.As(err, &ie) || ie.Op != uint64(n)+1 || !strings.HasSuffix(ie.Method, "Bulk") {
 			t.Fatalf("after %d bulk writes: %v", n, err)
 		}
 		if n > 0 {

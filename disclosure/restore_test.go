@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
 )
 
 func export(t testing.TB, j store.Journal) []byte {
@@ -363,27 +364,11 @@ func TestKeySpill_DuplicateAcrossMerges(t *testing.T) {
 
 // stopAfter lets n appends or seals through and then fails every write, as
 // a restore killed between two of its transactions leaves the target.
-type stopAfter struct {
-	store.Journal
-	n int
-}
-
-var errStopped = errors.New("stopped")
-
-func (s *stopAfter) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	if s.n == 0 {
-		return nil, errStopped
-	}
-	s.n--
-	return s.Journal.Append(ctx, epoch, batch)
-}
-
-func (s *stopAfter) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
-	if s.n == 0 {
-		return store.Digest{}, errStopped
-	}
-	s.n--
-	return s.Journal.Seal(ctx, run, epoch, outcome)
+// stopAfter fails the write after the first n of j (Append and Seal,
+// numbered alone, reads between them not counted), as a restore
+// interrupted there.
+func stopAfter(j store.Journal, n int) *faulty.Journal {
+	return faulty.New(j, faulty.Options{Seed: uint64(n), Only: []string{"Append", "Seal"}, At: map[uint64]faulty.Fault{uint64(n) + 1: faulty.FailBeforeCommit}})
 }
 
 // Issue 17 item 5: a restore interrupted after any of its writes (within
@@ -398,14 +383,15 @@ func TestRestore_ResumeAfterInterruption(t *testing.T) {
 	want, _ := w.j.Checkpoint(ctx)
 	for n := 0; ; n++ {
 		target := openJournal(t, testOrigin)
-		_, err := Restore(ctx, &stopAfter{Journal: target, n: n}, bytes.NewReader(exp))
+		_, err := Restore(ctx, stopAfter(target, n), bytes.NewReader(exp))
 		if err == nil {
 			if n < 5 {
 				t.Fatalf("the whole restore took %d writes", n)
 			}
 			break
 		}
-		if !errors.Is(err, errStopped) {
+		var ie *faulty.InjectedError
+		if !errors.As(err, &ie) || ie.Op != uint64(n)+1 {
 			t.Fatalf("after %d writes: %v", n, err)
 		}
 		if n > 0 {

@@ -403,12 +403,14 @@ func (f *File) Wrap(ctx context.Context, scope string) ([]byte, []byte, error) {
 	if _, err := rand.Read(buf); err != nil {
 		return nil, nil, err
 	}
-	key := buf[:DataKeySize]
+	// buf is this call's own: the key is returned in place (capped, so
+	// the caller cannot reach the nonce behind it), with no copy.
+	key := buf[:DataKeySize:DataKeySize]
 	wrapped := make([]byte, 0, 1+chacha20poly1305.NonceSizeX+DataKeySize+aead.Overhead())
 	wrapped = append(wrapped, fileWrapVersion)
 	wrapped = append(wrapped, buf[DataKeySize+1:]...)
 	wrapped = aead.Seal(wrapped, buf[DataKeySize+1:], key, wrapAD(scope))
-	return bytes.Clone(key), wrapped, nil
+	return key, wrapped, nil
 }
 
 // Unwrap opens a data key wrapped by Wrap for scope.

@@ -11,7 +11,7 @@ func EncodeBodyValue(b Body, fields canon.Value) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw := obj.Marshal()
+	raw := obj.MarshalSized() // one allocation: a sealed record is some 600 bytes
 	if len(raw) > MaxRecordBytes {
 		return nil, &RecordTooLargeError{Bytes: len(raw), Limit: MaxRecordBytes}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,15 +31,103 @@ import (
 // that, and the store's own rate at the same concurrency without HTTP.
 type httpBenchPoint struct {
 	Clients int               `json:"clients"`
-	Max     appendload.Result `json:"saturated"` // closed loop: each client back to back
+	Max     appendload.Result `json:"saturated"` // closed loop: the round of median rate
 	Open    appendload.Result `json:"open_loop"` // offered at 80% of Max, latency from the schedule
-	Store   measurement       `json:"store_ceiling"`
+	// Rounds are the saturated rounds, journal serve and the peer
+	// alternating (the peer first in every other round), each with the
+	// machine's load when it started.
+	Rounds []httpRound `json:"rounds"`
+	Store  measurement `json:"store_ceiling"`
 	// Ratio is the saturated HTTP rate over the in-process store's rate at
 	// the same concurrency: what HTTP, auth and JSON cost.
 	Ratio float64 `json:"ratio"`
 	// Tessera is the peer at the same client count, measured right after
 	// journal serve in the same run (with --tessera-posix).
 	Tessera *peerPoint `json:"tessera_posix,omitempty"`
+}
+
+// httpRound is one saturated round of both servers at one client count.
+type httpRound struct {
+	Journal   float64 `json:"journal_per_sec"`
+	Peer      float64 `json:"tessera_posix_per_sec,omitempty"`
+	PeerFirst bool    `json:"tessera_first,omitempty"`
+	Load      float64 `json:"load_average"` // 1 minute, when the round started
+}
+
+// httpMeasured is what httpRounds measured at one client count: each
+// side's median saturated round and its open loop, and the rounds.
+type httpMeasured struct {
+	journalMax, journalOpen appendload.Result
+	peerMax, peerOpen       appendload.Result
+	rounds                  []httpRound
+}
+
+// httpRounds measures journal serve (and the peer, when peer.AddURL is
+// set) saturated in n rounds, alternating which goes first so that neither
+// always meets the machine's later load (or the other's leftovers: its
+// files, its idle connections, the garbage of the load generator), then
+// each open loop once at 80% of its own median saturated rate.
+func (a *app) httpRounds(ctx context.Context, journal, peer appendload.Config, n int) (httpMeasured, error) {
+	var jr, pr []appendload.Result
+	rounds := make([]httpRound, n)
+	for i := range rounds {
+		rd := &rounds[i]
+		rd.Load = loadAverage()
+		rd.PeerFirst = peer.AddURL != "" && i%2 == 1
+		order := []bool{false, true} // is the peer
+		if rd.PeerFirst {
+			order = []bool{true, false}
+		}
+		for _, isPeer := range order {
+			if isPeer && peer.AddURL == "" {
+				continue
+			}
+			cfg := journal
+			if isPeer {
+				cfg = peer
+			}
+			a.log.Info("bench --http: saturated round", "clients", cfg.Clients, "round", i+1, "tessera", isPeer)
+			res, err := appendload.Run(ctx, cfg)
+			if err != nil {
+				return httpMeasured{}, err
+			}
+			if isPeer {
+				rd.Peer = res.Throughput
+				pr = append(pr, res)
+			} else {
+				rd.Journal = res.Throughput
+				jr = append(jr, res)
+			}
+		}
+	}
+	m := httpMeasured{journalMax: medianResult(jr), peerMax: medianResult(pr), rounds: rounds}
+	open := func(cfg appendload.Config, max appendload.Result) (appendload.Result, error) {
+		if cfg.Rate = 0.8 * max.Throughput; cfg.Rate <= 0 {
+			return appendload.Result{}, nil
+		}
+		return appendload.Run(ctx, cfg)
+	}
+	var err error
+	if m.journalOpen, err = open(journal, m.journalMax); err != nil {
+		return m, err
+	}
+	if peer.AddURL != "" {
+		if m.peerOpen, err = open(peer, m.peerMax); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// medianResult is the result of median throughput (the upper one of an
+// even count).
+func medianResult(rs []appendload.Result) appendload.Result {
+	if len(rs) == 0 {
+		return appendload.Result{}
+	}
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(x, y appendload.Result) int { return cmp.Compare(x.Throughput, y.Throughput) })
+	return s[len(s)/2]
 }
 
 // peerPoint is a peer log driven the same way: the same clients, record
@@ -48,6 +138,10 @@ type peerPoint struct {
 	// Ratio is journal serve's saturated rate over the peer's: the target
 	// is >= 1 at 512 clients.
 	Ratio float64 `json:"journal_vs_peer"`
+	// RoundRatio is the median of the rounds' own ratios: each compares
+	// two runs minutes apart at most, so it drifts less with the load of
+	// a busy machine than the ratio of medians.
+	RoundRatio float64 `json:"journal_vs_peer_per_round_median"`
 }
 
 type httpBenchReport struct {
@@ -100,6 +194,7 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 	if rep.Record, err = benchRecordBytes(fields); err != nil {
 		return err
 	}
+	rounds := max(o.rounds, 1)
 	for _, c := range o.concurrency {
 		a.log.Info("bench --http", "clients", c)
 		p := httpBenchPoint{Clients: c}
@@ -114,31 +209,22 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 			return err
 		}
 		p.Store = r.summarize()
-		cfg := appendload.Config{BaseURL: base, Token: token, Clients: c, Duration: o.duration, Payload: o.payload}
-		if p.Max, err = appendload.Run(ctx, cfg); err != nil {
+		journal := appendload.Config{BaseURL: base, Token: token, Clients: c, Duration: o.duration, Payload: o.payload}
+		peer := appendload.Config{AddURL: tesseraAdd, Clients: c, Duration: o.duration, Payload: o.payload}
+		m, err := a.httpRounds(ctx, journal, peer, rounds)
+		if err != nil {
 			return err
 		}
-		cfg.Rate = 0.8 * p.Max.Throughput
-		if cfg.Rate > 0 {
-			if p.Open, err = appendload.Run(ctx, cfg); err != nil {
-				return err
-			}
-		}
+		p.Max, p.Open, p.Rounds = m.journalMax, m.journalOpen, m.rounds
 		p.Ratio = ratio(p.Max.Throughput, p.Store.RecordsPerSec)
 		if tesseraAdd != "" {
-			a.log.Info("bench --http: tessera posix", "clients", c)
-			t := &peerPoint{}
-			pc := appendload.Config{AddURL: tesseraAdd, Clients: c, Duration: o.duration, Payload: o.payload}
-			if t.Max, err = appendload.Run(ctx, pc); err != nil {
-				return err
+			p.Tessera = &peerPoint{Max: m.peerMax, Open: m.peerOpen, Ratio: ratio(p.Max.Throughput, m.peerMax.Throughput)}
+			var rs []float64
+			for _, rd := range p.Rounds {
+				rs = append(rs, ratio(rd.Journal, rd.Peer))
 			}
-			if pc.Rate = 0.8 * t.Max.Throughput; pc.Rate > 0 {
-				if t.Open, err = appendload.Run(ctx, pc); err != nil {
-					return err
-				}
-			}
-			t.Ratio = ratio(p.Max.Throughput, t.Max.Throughput)
-			p.Tessera = t
+			slices.Sort(rs)
+			p.Tessera.RoundRatio = rs[len(rs)/2]
 		}
 		rep.Points = append(rep.Points, p)
 	}
@@ -218,6 +304,9 @@ func printHTTPBench(w io.Writer, r httpBenchReport) {
 	}
 	tw.Flush()
 	for _, p := range r.Points {
+		printRounds(w, p)
+	}
+	for _, p := range r.Points {
 		if p.Max.Failed+p.Open.Failed > 0 {
 			fmt.Fprintf(w, "clients %d: %d requests failed, first: %s %s\n", p.Clients, p.Max.Failed+p.Open.Failed, p.Max.FirstError, p.Open.FirstError)
 		}
@@ -225,7 +314,7 @@ func printHTTPBench(w io.Writer, r httpBenchReport) {
 	if len(r.Points) == 0 || r.Points[0].Tessera == nil {
 		return
 	}
-	fmt.Fprintln(w, "Tessera POSIX log, POST /add of the same record bytes, same clients, measured after journal serve at each point:")
+	fmt.Fprintln(w, "Tessera POSIX log, POST /add of the same record bytes, same clients, rounds alternating with journal serve (medians):")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "clients\tsaturated/s\tp50\tp99\topen-loop offered/s\tachieved/s\tp50\tp99\tp99.9\tjournal/tessera\t")
 	for _, p := range r.Points {
@@ -238,6 +327,37 @@ func printHTTPBench(w io.Writer, r httpBenchReport) {
 		if t := p.Tessera; t.Max.Failed+t.Open.Failed > 0 {
 			fmt.Fprintf(w, "tessera, clients %d: %d requests failed, first: %s %s\n", p.Clients, t.Max.Failed+t.Open.Failed, t.Max.FirstError, t.Open.FirstError)
 		}
+	}
+}
+
+// printRounds prints one point's saturated rounds: each side's rates, their
+// spread around the median, the ratio within each round, and the load.
+func printRounds(w io.Writer, p httpBenchPoint) {
+	var js, ps, rs, ls []string
+	var jv, pv []float64
+	for _, rd := range p.Rounds {
+		js = append(js, fmt.Sprintf("%.0f", rd.Journal))
+		jv = append(jv, rd.Journal)
+		ls = append(ls, fmt.Sprintf("%.1f", rd.Load))
+		if rd.Peer > 0 {
+			first := ""
+			if rd.PeerFirst {
+				first = "*"
+			}
+			ps = append(ps, fmt.Sprintf("%.0f%s", rd.Peer, first))
+			pv = append(pv, rd.Peer)
+			rs = append(rs, fmt.Sprintf("%.2f", rd.Journal/rd.Peer))
+		}
+	}
+	spread := func(v []float64) string {
+		lo, hi := slices.Min(v), slices.Max(v)
+		s := slices.Sorted(slices.Values(v))
+		m := s[len(s)/2]
+		return fmt.Sprintf("median %.0f, %.0f to %.0f (%+.0f%%/%+.0f%%)", m, lo, hi, 100*(lo-m)/m, 100*(hi-m)/m)
+	}
+	fmt.Fprintf(w, "%d clients, %d saturated rounds: journal serve %s/s: %s; load average %s\n", p.Clients, len(p.Rounds), strings.Join(js, " "), spread(jv), strings.Join(ls, " "))
+	if len(pv) > 0 {
+		fmt.Fprintf(w, "  tessera posix %s/s (* went first): %s; journal/tessera per round %s (median %.2f), of medians %.2f\n", strings.Join(ps, " "), spread(pv), strings.Join(rs, " "), p.Tessera.RoundRatio, p.Tessera.Ratio)
 	}
 }
 

@@ -35,11 +35,11 @@ func TestBenchHTTPReport(t *testing.T) {
 	}
 }
 
-// TestBenchHTTPReport_TesseraPeer runs 'bench --http --tessera-posix' with
+// TestBenchHTTPReport_TesseraPeerInAlternatingRounds runs 'bench --http --tessera-posix' with
 // a stand-in for Tessera's conformance server (this test binary, taking
 // the same flags and checking the note key it is given): every point gets
 // the peer's figures from the same run, and the ratio beside them.
-func TestBenchHTTPReport_TesseraPeer(t *testing.T) {
+func TestBenchHTTPReport_TesseraPeerInAlternatingRounds(t *testing.T) {
 	t.Setenv(childEnv, "cli")
 	exe, err := os.Executable()
 	if err != nil {
@@ -50,7 +50,7 @@ func TestBenchHTTPReport_TesseraPeer(t *testing.T) {
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := cli(t, "", "", "bench", "--http", "--json", "--dir", t.TempDir(), "--duration", "200ms", "--concurrency", "3", "--tessera-posix", bin)
+	r := cli(t, "", "", "bench", "--http", "--json", "--dir", t.TempDir(), "--duration", "200ms", "--concurrency", "3", "--rounds", "2", "--tessera-posix", bin)
 	expect(t, r, exitOK)
 	var rep httpBenchReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
@@ -60,8 +60,18 @@ func TestBenchHTTPReport_TesseraPeer(t *testing.T) {
 		t.Fatalf("report has no peer figures: %s", r.stdout)
 	}
 	p := rep.Points[0]
-	if tp := p.Tessera; tp.Max.Done == 0 || tp.Max.Failed != 0 || tp.Open.Done == 0 || tp.Ratio <= 0 {
+	if tp := p.Tessera; tp.Max.Done == 0 || tp.Max.Failed != 0 || tp.Open.Done == 0 || tp.Ratio <= 0 || tp.RoundRatio <= 0 {
 		t.Fatalf("peer point: %+v", tp)
+	}
+	// The rounds alternate which server goes first, so neither always
+	// meets the other's leftovers or the machine's later load.
+	if len(p.Rounds) != 2 || p.Rounds[0].PeerFirst || !p.Rounds[1].PeerFirst {
+		t.Fatalf("rounds: %+v, want 2, the peer first in the second", p.Rounds)
+	}
+	for _, rd := range p.Rounds {
+		if rd.Journal <= 0 || rd.Peer <= 0 {
+			t.Fatalf("round without both rates: %+v", rd)
+		}
 	}
 }
 

@@ -82,7 +82,7 @@ func readRun(ctx context.Context, j store.Journal, run store.RunID, from store.S
 	var printed uint64
 	var buf []byte
 	format := func(b []byte, r store.Record, asJSON bool) ([]byte, error) { return appendRecord(b, r, asJSON), nil }
-	if ss, ok := j.(sealedStore); ok {
+	if ss, ok := asSealed(j); ok {
 		format = ss.openedFormatter(ctx) // sealing.go: opened body, erased fields
 	}
 	for limit == 0 || printed < limit {

@@ -115,7 +115,32 @@ func (a *app) withSealing(ctx context.Context, s journalStore) (journalStore, er
 			return nil, fmt.Errorf("mark the journal sealed: %w", err)
 		}
 	}
-	return sealedStore{Journal: sealed.New(s, ring, sealed.Options{}), closeRing: closeRing}, nil
+	j := sealedStore{Journal: sealed.New(s, ring, sealed.Options{}), closeRing: closeRing}
+	if b, ok := j.WithBulk(); ok {
+		return sealedBulkStore{sealedStore: j, bulk: b}, nil // export pages as the store does
+	}
+	return j, nil
+}
+
+// asSealed returns the sealed journal behind j, if j is one.
+func asSealed(j any) (sealedStore, bool) {
+	switch s := j.(type) {
+	case sealedStore:
+		return s, true
+	case sealedBulkStore:
+		return s.sealedStore, true
+	}
+	return sealedStore{}, false
+}
+
+// sealedBulkStore is a sealed journal whose store reads runs in bulk.
+type sealedBulkStore struct {
+	sealedStore
+	bulk *sealed.Bulk
+}
+
+func (s sealedBulkStore) ScanRuns(ctx context.Context, page *store.RunsPage, after store.RunCursor, limit, maxBytes int) error {
+	return s.bulk.ScanRuns(ctx, page, after, limit, maxBytes)
 }
 
 // sealStores is withSealing for each of serve's tenant views, in place.
@@ -194,7 +219,7 @@ the key ring directory holds the keys.`,
 				}
 			}
 			return a.withStore(cmd.Context(), func(s journalStore) error {
-				ss, ok := s.(sealedStore)
+				ss, ok := asSealed(s)
 				if !ok {
 					return errors.New("erase: the journal is not behind the key ring")
 				}

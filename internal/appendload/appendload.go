@@ -11,6 +11,15 @@
 // request it held up (no coordinated omission). A client that falls behind
 // sends its overdue requests at once, back to back, and answers that
 // arrive after the run's end still count.
+//
+// Both kinds of server are driven alike, so that the client's own CPU (it
+// shares the machine with the server) weighs the same on each: every
+// client opens its connection and sends one untimed request before the
+// clock starts (the journal's lease and first record; a plain add for a
+// log), and each timed request is one POST of the same record bytes on a
+// kept-alive connection, whose answer is read whole and checked for its
+// status (and, for the journal, that it acknowledges a record) but not
+// decoded further.
 package appendload
 
 import (
@@ -20,7 +29,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,13 +97,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var setup sync.WaitGroup
 	setupErr := make(chan error, cfg.Clients)
 	for i := range workers {
-		w := &worker{c: c, hc: hc, addURL: cfg.AddURL, run: store.NewRunID()}
+		w := &worker{hc: hc, run: store.NewRunID(), token: cfg.Token}
+		w.line = []byte(`{"run":"` + w.run.String() + `","kind":"Note","text":"` + text + `"}` + "\n")
+		w.count = w.line[len(w.line)-3-len(text) : len(w.line)-3][:min(len(text), 16)]
 		workers[i] = w
-		if c == nil {
-			continue // a plain add needs no lease
-		}
 		setup.Go(func() {
-			if err := w.start(ctx, i); err != nil {
+			var err error
+			if c == nil {
+				// A plain add needs no lease; one untimed add opens the
+				// connection, as the journal's setup does.
+				w.url = cfg.AddURL
+				err = w.send(ctx)
+			} else {
+				err = w.start(ctx, c, cfg.BaseURL, i)
+			}
+			if err != nil {
 				setupErr <- err
 			}
 		})
@@ -101,10 +120,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	close(setupErr)
 	if err := <-setupErr; err != nil {
 		return Result{}, fmt.Errorf("appendload: setting up a client: %w", err)
-	}
-	for _, w := range workers {
-		w.line = []byte(`{"run":"` + w.run.String() + `","kind":"Note","text":"` + text + `"}` + "\n")
-		w.count = w.line[len(w.line)-3-len(text) : len(w.line)-3][:min(len(text), 16)]
 	}
 
 	start := time.Now()
@@ -144,13 +159,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// worker is one client: its run, its epoch, and what it measured.
+// worker is one client: its run, where it posts, and what it measured.
 type worker struct {
-	c      *api.Client  // nil: plain adds to addURL through hc
-	hc     *http.Client // with addURL
-	addURL string
+	hc     *http.Client
+	url    string // POST each record here: the journal's append with the epoch, or addURL
+	token  string // the journal's bearer token; empty for a plain add
 	run    store.RunID
-	epoch  store.Epoch
 	line   []byte
 	count  []byte // the start of line's text, rewritten with a request counter
 	sent   uint64
@@ -159,14 +173,26 @@ type worker struct {
 	err    error
 }
 
-func (w *worker) start(ctx context.Context, i int) error {
-	l, err := w.c.Acquire(ctx, w.run, fmt.Sprintf("appendload-%d", i), time.Hour)
+// start takes the lease of w's run and appends its first record through
+// the journal's client, then fixes the URL the timed appends post to.
+func (w *worker) start(ctx context.Context, c *api.Client, base string, i int) error {
+	l, err := c.Acquire(ctx, w.run, fmt.Sprintf("appendload-%d", i), time.Hour)
 	if err != nil {
 		return err
 	}
-	w.epoch = l.Epoch
-	_, err = w.c.Append(ctx, w.epoch, []byte(`{"run":"`+w.run.String()+`","kind":"RunAdmitted","source":"appendload"}`+"\n"))
-	return err
+	if _, err = c.Append(ctx, l.Epoch, []byte(`{"run":"`+w.run.String()+`","kind":"RunAdmitted","source":"appendload"}`+"\n")); err != nil {
+		return err
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	u = u.JoinPath("v1/append")
+	q := u.Query()
+	q.Set("epoch", strconv.FormatUint(uint64(l.Epoch), 10))
+	u.RawQuery = q.Encode()
+	w.url = u.String()
+	return nil
 }
 
 // loop sends one append per interval from first until end (back to back
@@ -207,8 +233,9 @@ func (w *worker) loop(ctx context.Context, first, end time.Time, interval time.D
 	}
 }
 
-// send makes one request: an append of w's record through the journal API,
-// or a plain POST of the same bytes to addURL.
+// send makes one request: a POST of w's record to the journal's append
+// (spec/http.md) or to a log's plain add. The journal's answer must
+// acknowledge a record; a log's any 200.
 //
 // Every record differs from the worker's others (its text starts with a
 // request counter): a log that drops duplicate entries, as Tessera's
@@ -219,22 +246,25 @@ func (w *worker) send(ctx context.Context) error {
 		w.count[i] = byte('0' + n%10)
 	}
 	line := slices.Clone(w.line) // a transport may still hold the last body
-	if w.c != nil {
-		_, err := w.c.Append(ctx, w.epoch, line)
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.addURL, bytes.NewReader(line))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(line))
 	if err != nil {
 		return err
+	}
+	if w.token != "" {
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := w.hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: %s: %.100s", w.addURL, resp.Status, b)
+		return fmt.Errorf("POST %s: %s: %.200s", api.Redact(w.url), resp.Status, b)
+	}
+	if w.token != "" && !bytes.Contains(b, []byte(`"seq":`)) {
+		return fmt.Errorf("POST %s: the answer acknowledges no record: %.200s", api.Redact(w.url), b)
 	}
 	return nil
 }

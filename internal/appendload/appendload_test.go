@@ -89,7 +89,9 @@ func TestRun_StallIsChargedToEveryRequestDue(t *testing.T) {
 
 // TestRun_AddURL drives a plain add endpoint (Tessera's POST /add) on the
 // same schedule: every request due is sent, each body is one whole record,
-// no lease is asked for, and a refusal counts as a failure.
+// no lease is asked for, each client opens its connection with one untimed
+// add (as the journal's clients do with their lease), and a log that
+// refuses fails the run with its answer named.
 func TestRun_AddURL(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
@@ -120,6 +122,9 @@ func TestRun_AddURL(t *testing.T) {
 		t.Fatalf("open loop at 200/s for 100 ms: %+v, want 20 done", res)
 	}
 	mu.Lock()
+	if len(bodies) != 24 {
+		t.Fatalf("%d adds reached the log, want 20 timed and one untimed opening add per client (24)", len(bodies))
+	}
 	seen := map[string]bool{}
 	for _, b := range bodies {
 		var rec map[string]any
@@ -133,11 +138,42 @@ func TestRun_AddURL(t *testing.T) {
 	}
 	refuse = true
 	mu.Unlock()
-	res, err = Run(context.Background(), Config{AddURL: srv.URL + "/add", Clients: 1, Duration: 50 * time.Millisecond, Rate: 100, Payload: 10})
+	// A log that refuses adds fails the run before the clock starts, with
+	// its answer named.
+	if _, err = Run(context.Background(), Config{AddURL: srv.URL + "/add", Clients: 1, Duration: 50 * time.Millisecond, Rate: 100, Payload: 10}); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("refused adds: %v, want an error naming the 503", err)
+	}
+}
+
+// TestRun_AnswerWithoutAckIsAFailure: the journal's timed appends are not
+// decoded, but a 200 whose answer acknowledges no record is not counted
+// as an append done (a server, or a proxy before it, answering 200 with
+// anything else would otherwise look fast).
+func TestRun_AnswerWithoutAckIsAFailure(t *testing.T) {
+	f := &fakeServer{appends: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/runs/{run}/lease", f.handler())
+	first := map[string]bool{}
+	var mu sync.Mutex
+	mux.HandleFunc("POST /v1/append", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		setup := !first[string(b[:40])]
+		first[string(b[:40])] = true
+		mu.Unlock()
+		if setup { // the untimed first record goes through the client, which decodes
+			json.NewEncoder(w).Encode(api.Appended{Records: []api.Ack{{Line: 1, Seq: 1}}})
+			return
+		}
+		io.WriteString(w, `{"records":[]}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	res, err := Run(context.Background(), Config{BaseURL: srv.URL, Token: "t", Clients: 2, Duration: 50 * time.Millisecond, Rate: 100, Payload: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failed != 5 || res.Done != 0 || !strings.Contains(res.FirstError, "503") {
-		t.Fatalf("refused adds: %+v, want 5 failures naming the 503", res)
+	if res.Done != 0 || res.Failed != 5 || !strings.Contains(res.FirstError, "acknowledges no record") {
+		t.Fatalf("%+v, want every timed append failed for want of an ack", res)
 	}
 }

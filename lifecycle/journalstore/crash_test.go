@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,148 +14,52 @@ import (
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
 )
 
-var errInjected = errors.New("injected write failure")
+// crashWrites are the journal writes a transition's write sequence
+// counts: faults are scheduled on the n-th of them, whatever reads come
+// between.
+var crashWrites = []string{"Append", "AppendAtomic", "Seal", "Acquire", "ReleaseLease"}
 
-// faultJournal fails one write of the journal it wraps: the failAt-th
-// write (Append, Seal, Acquire or ReleaseLease) after arm. With landed the
-// write is performed and then reported as a CommitUnknownError, as when a
-// COMMIT's acknowledgement is lost; without, it never reaches the store.
-type faultJournal struct {
-	store.Journal
-	mu     sync.Mutex
-	armed  bool
-	failAt int
-	landed bool
-	writes []string // the writes counted since arm, for the test's log
-}
-
-// Unwrap returns the journal f wraps, where JournalStorage takes its lock.
-func (f *faultJournal) Unwrap() store.Journal { return f.Journal }
-
-func (f *faultJournal) arm(at int, landed bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.armed, f.failAt, f.landed, f.writes = true, at, landed, nil
-}
-
-// disarm stops counting and returns the writes counted.
-func (f *faultJournal) disarm() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.armed = false
-	return f.writes
-}
-
-// hit counts a write and says whether it fails, and if so whether it
-// lands first.
-func (f *faultJournal) hit(what string) (fail, land bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.armed {
-		return false, false
+// arm schedules the failure of the at-th write from now: landed, it
+// commits and the acknowledgement is lost (a CommitUnknownError); not
+// landed, it fails inside its transaction, after an AppendAtomic's work
+// ran, so that everything the work wrote (the study's derived rows) rolls
+// back with the records (a plain write fails before reaching the store).
+func arm(j *faulty.Journal, at int, landed bool) {
+	f := faulty.FailInTx
+	if landed {
+		f = faulty.LoseAck
 	}
-	f.writes = append(f.writes, what)
-	if len(f.writes) == f.failAt {
-		return true, f.landed
-	}
-	return false, false
+	j.Schedule(faulty.Options{Seed: uint64(at), Only: crashWrites, Trace: true, At: map[uint64]faulty.Fault{uint64(at): f}})
 }
 
-func lost(what string) error {
-	return &store.CommitUnknownError{Detail: what + ": acknowledgement lost", Err: errInjected}
-}
-
-func (f *faultJournal) Append(ctx context.Context, epoch store.Epoch, batch []store.Append) ([]store.Record, error) {
-	fail, land := f.hit("append " + batch[0].Kind)
-	if fail && !land {
-		return nil, errInjected
-	}
-	recs, err := f.Journal.Append(ctx, epoch, batch)
-	if fail && err == nil {
-		return nil, lost("append")
-	}
-	return recs, err
-}
-
-// Atomic wraps the store's transaction with the same schedule: the write
-// is counted when work has run, and a failure that does not land is
-// returned from inside the transaction, so that everything work wrote in it
-// (the study's derived rows) rolls back with the records.
-func (f *faultJournal) Atomic() store.AtomicJournal {
-	a := f.Journal.Atomic()
-	if a == nil {
-		return nil
-	}
-	return faultAtomic{f: f, inner: a}
-}
-
-type faultAtomic struct {
-	f     *faultJournal
-	inner store.AtomicJournal
-}
-
-func (a faultAtomic) AppendAtomic(ctx context.Context, run store.RunID, epoch store.Epoch, work func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error)) ([]store.Record, error) {
-	var fail, land bool
-	recs, err := a.inner.AppendAtomic(ctx, run, epoch, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
-		batch, err := work(ctx, tx)
-		if err != nil || len(batch) == 0 {
-			return batch, err
+// disarm stops the faults and returns the writes made since arm, named as
+// the scenarios name them.
+func disarm(j *faulty.Journal) []string {
+	var names []string
+	for _, op := range j.Ops() {
+		switch op.Method {
+		case "Append", "AppendAtomic":
+			names = append(names, "append "+op.Detail)
+		case "Seal":
+			names = append(names, "seal")
+		case "Acquire":
+			names = append(names, "acquire")
+		case "ReleaseLease":
+			names = append(names, "release")
 		}
-		fail, land = a.f.hit("append " + batch[0].Kind)
-		if fail && !land {
-			return nil, errInjected
-		}
-		return batch, nil
-	})
-	if fail && land && err == nil {
-		return nil, lost("append")
 	}
-	return recs, err
-}
-
-func (f *faultJournal) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, outcome string) (store.Digest, error) {
-	fail, land := f.hit("seal")
-	if fail && !land {
-		return store.Digest{}, errInjected
-	}
-	d, err := f.Journal.Seal(ctx, run, epoch, outcome)
-	if fail && err == nil {
-		return store.Digest{}, lost("seal")
-	}
-	return d, err
-}
-
-func (f *faultJournal) Acquire(ctx context.Context, run store.RunID, owner string, ttl time.Duration) (store.Lease, error) {
-	fail, land := f.hit("acquire")
-	if fail && !land {
-		return store.Lease{}, errInjected
-	}
-	l, err := f.Journal.Acquire(ctx, run, owner, ttl)
-	if fail && err == nil {
-		return store.Lease{}, lost("acquire")
-	}
-	return l, err
-}
-
-func (f *faultJournal) ReleaseLease(ctx context.Context, run store.RunID, epoch store.Epoch) error {
-	fail, land := f.hit("release")
-	if fail && !land {
-		return errInjected
-	}
-	err := f.Journal.ReleaseLease(ctx, run, epoch)
-	if fail && err == nil {
-		return lost("release")
-	}
-	return err
+	j.Schedule(faulty.Options{})
+	return names
 }
 
 // crashEnv is one scenario run: a study on a fresh journal.
 type crashEnv struct {
 	t     *testing.T
 	ctx   context.Context
-	j     *faultJournal
+	j     *faulty.Journal
 	s     *journalstore.Storage
 	study lifecycle.StudyID
 	// set up by the scenario for its op and check
@@ -587,7 +490,7 @@ var crashScenarios = []crashScenario{
 func newCrashEnv(t *testing.T) *crashEnv {
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
 	t.Cleanup(func() { st.Close() })
-	e := &crashEnv{t: t, ctx: context.Background(), j: &faultJournal{Journal: st}}
+	e := &crashEnv{t: t, ctx: context.Background(), j: faulty.New(st, faulty.Options{})}
 	e.s = newJournalStorage(t, e.j)
 	var err error
 	e.study, err = e.s.CreateStudy(e.ctx, lifecycle.StudySpec{Objectives: 1})
@@ -671,9 +574,9 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 			// The write sequence is part of the protocol: check it.
 			e := newCrashEnv(t)
 			sc.setup(e)
-			e.j.arm(1<<30, false)
+			arm(e.j, 1<<30, false)
 			err := sc.op(e)
-			got := e.j.disarm()
+			got := disarm(e.j)
 			if err != nil || !slices.Equal(got, sc.writes) {
 				t.Fatalf("clean run: writes %q (want %q), err %v", got, sc.writes, err)
 			}
@@ -684,9 +587,9 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 						t.Run(name, func(t *testing.T) {
 							e := newCrashEnv(t)
 							sc.setup(e)
-							e.j.arm(k, landed)
+							arm(e.j, k, landed)
 							err := sc.op(e)
-							e.j.disarm()
+							disarm(e.j)
 							// The derived rows commit with the study run
 							// record or not at all: whatever failed, they
 							// are at the journal's head before any recovery.
@@ -714,14 +617,14 @@ func TestJournalStorageCrashBetweenWrites(t *testing.T) {
 				t.Run(fmt.Sprintf("fail-%d-then-recovery-fails", k), func(t *testing.T) {
 					e := newCrashEnv(t)
 					sc.setup(e)
-					e.j.arm(k, true)
+					arm(e.j, k, true)
 					sc.op(e)
-					e.j.disarm()
+					disarm(e.j)
 					checkRowsAtHead(t, e.ctx, e.j, e.study)
 					happened := k >= sc.commit
-					e.j.arm(1, false)
+					arm(e.j, 1, false)
 					_, err := e.s.InspectStudy(e.ctx, e.study)
-					recovery := e.j.disarm()
+					recovery := disarm(e.j)
 					t.Logf("recovery writes %q: %v", recovery, err)
 					if len(recovery) > 0 && lifecycle.KindOf(err) != lifecycle.KindStorage {
 						t.Fatalf("a recovery whose first write failed: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
 	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/store/storetest"
 )
@@ -280,12 +281,6 @@ func TestJournalStudyExportAndVerify(t *testing.T) {
 	}
 }
 
-// sharedJournal claims to be shared by several processes, but offers no
-// advisory lock to serialize a study across them.
-type sharedJournal struct{ store.Journal }
-
-func (sharedJournal) IsShared() bool { return true }
-
 // TestJournalStorageRefusesSharedStoreWithoutLock: a shared store must
 // offer Atomic() and a per-key lock (spec/lifecycle.md 14.2); one that
 // does not is refused rather than written from a view another process
@@ -293,7 +288,9 @@ func (sharedJournal) IsShared() bool { return true }
 func TestJournalStorageRefusesSharedStoreWithoutLock(t *testing.T) {
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
 	t.Cleanup(func() { st.Close() })
-	_, err := journalstore.New(sharedJournal{st})
+	// faulty.Shared claims several processes write the store, and offers
+	// no advisory lock to serialize a study across them.
+	_, err := journalstore.New(faulty.NewShared(st))
 	if lifecycle.KindOf(err) != lifecycle.KindUnsupported {
 		t.Fatalf("a shared store: want Unsupported, got %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/faulty"
 )
 
 // TestJournalStorage_RepairSecondWritersClaim is the damage of issue 11
@@ -124,7 +125,7 @@ func TestJournalStorage_RepairInterruptedCompletes(t *testing.T) {
 	ctx := context.Background()
 	st := openJournal(t, filepath.Join(t.TempDir(), "journal.db"))
 	t.Cleanup(func() { st.Close() })
-	fj := &faultJournal{Journal: st}
+	fj := faulty.New(st, faulty.Options{})
 	e := &studyEnv{t: t, ctx: ctx, s: newJournalStorage(t, fj)}
 	var err error
 	e.study, err = e.s.CreateStudy(ctx, lifecycle.StudySpec{Objectives: 1})
@@ -132,9 +133,9 @@ func TestJournalStorage_RepairInterruptedCompletes(t *testing.T) {
 	tok := e.claim(e.reserve(""), "A")
 	secondWritersClaim(t, e, st, tok)
 
-	fj.arm(2, false) // the void lands; the failure's first write does not
+	arm(fj, 2, false) // the void lands; the failure's first write does not
 	_, err = e.s.Repair(ctx, e.study, "interrupted")
-	writes := fj.disarm()
+	writes := disarm(fj)
 	if lifecycle.KindOf(err) != lifecycle.KindStorage || len(writes) != 2 {
 		t.Fatalf("the interrupted repair: %v after writes %q", err, writes)
 	}

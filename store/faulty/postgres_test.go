@@ -29,3 +29,17 @@ func TestConformancePostgresFaultsOff(t *testing.T) {
 		return faulty.New(s, faulty.Options{Seed: 1}), storetest.SleepClock{}
 	}})
 }
+
+// TestFailurePoints_Postgres: each point a write can fail at, over
+// PostgreSQL.
+func TestFailurePoints_Postgres(t *testing.T) {
+	testFailurePoints(t, func(tb testing.TB) store.Journal {
+		s, err := postgres.New(context.Background(), pgtest.Pool(tb), postgres.Options{
+			Tenant: "t" + strings.ToLower(ulid.Make().String()), Schema: "runseal_faulty_test"})
+		if err != nil {
+			tb.Fatalf("open postgres store: %v", err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
+}

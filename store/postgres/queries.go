@@ -17,7 +17,6 @@ type queries struct {
 	requestCancel, cancellation                                string
 	logNext, logSize, readNodes, writeNodes                    string
 	sealRuns                                                   string
-	runInLog, sizeNodes                                        string
 	caseRuns                                                   string
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
@@ -97,8 +96,6 @@ func newQueries(schema string) queries {
 			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bytea[]) AS u(run, outcome, idx, leaf)
 			WHERE r.tenant = $1 AND r.run = u.run AND r.sealed_outcome IS NULL AND r.head_hash = u.leaf`),
 		logSize:   f(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0)`),
-		runInLog:  f(qRunInLog),
-		sizeNodes: f(qSizeNodes),
 		readNodes: f(`SELECT level, idx, hash FROM {S}.log_nodes WHERE tenant = $1 AND (level, idx) IN (SELECT * FROM unnest($2::int[], $3::bigint[]))`),
 		// A node rewritten with its own hash stays; with another hash the
 		// CASE yields NULL and the NOT NULL constraint fails the seal.

@@ -1,6 +1,7 @@
 package sealed
 
 import (
+	"crypto/cipher"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
 	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/runseal/runseal/store"
@@ -36,18 +38,33 @@ type Envelope struct {
 
 // Marshal encodes e as the field's JSON string value (without quotes).
 func (e Envelope) Marshal() string {
-	n := 3 + len(e.Wrapped) + len(e.Nonce) + len(e.Ciphertext)
-	// One buffer: the prefix, the base64 text, and the binary envelope
-	// after them, encoded into its place (sealing runs on every append).
+	return encodeEnvelope(e.Wrapped, e.Nonce, len(e.Ciphertext), func(b []byte) []byte { return append(b, e.Ciphertext...) })
+}
+
+// sealEnvelope seals plaintext under aead with nonce and associated data
+// ad, and returns the envelope's string value: Envelope{wrapped, nonce,
+// aead.Seal(nil, nonce, plaintext, ad)}.Marshal(), with the ciphertext
+// sealed straight into its place in the envelope's buffer (sealing runs
+// for every sealed field of every append).
+func sealEnvelope(aead cipher.AEAD, wrapped, nonce, plaintext, ad []byte) string {
+	return encodeEnvelope(wrapped, nonce, len(plaintext)+aead.Overhead(), func(b []byte) []byte { return aead.Seal(b, nonce, plaintext, ad) })
+}
+
+// encodeEnvelope writes an envelope in one buffer: the prefix, room for
+// the base64 text, and the binary envelope after them (ciphertext appends
+// the ciphertext of the given length), which is then encoded into its
+// room.
+func encodeEnvelope(wrapped, nonce []byte, ctLen int, ciphertext func([]byte) []byte) string {
+	n := 3 + len(wrapped) + len(nonce) + ctLen
 	enc := base64.RawURLEncoding
 	text := len(EnvelopePrefix) + enc.EncodedLen(n)
 	buf := make([]byte, text, text+n)
 	copy(buf, EnvelopePrefix)
 	b := append(buf[text:], EnvelopeVersion)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(e.Wrapped)))
-	b = append(b, e.Wrapped...)
-	b = append(b, e.Nonce...)
-	b = append(b, e.Ciphertext...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(wrapped)))
+	b = append(b, wrapped...)
+	b = append(b, nonce...)
+	b = ciphertext(b)
 	enc.Encode(buf[len(EnvelopePrefix):text], b)
 	return string(buf[:text])
 }
@@ -99,8 +116,14 @@ func firstByte(b []byte) int {
 // domain string "runseal sealed v1". An envelope moved to any other place
 // fails to open.
 func AssociatedData(tenant string, run store.RunID, seq store.Seq, field string) []byte {
-	ad := []byte("runseal sealed v1")
-	for _, p := range []string{tenant, run.String(), strconv.FormatUint(uint64(seq), 10), field} {
+	const domain = "runseal sealed v1"
+	var num [20]byte
+	seqText := strconv.AppendUint(num[:0], uint64(seq), 10)
+	var id [ulid.EncodedSize]byte
+	_ = ulid.ULID(run).MarshalTextTo(id[:]) // cannot fail: the buffer is the encoded size
+	ad := make([]byte, 0, len(domain)+4*4+len(tenant)+len(id)+len(seqText)+len(field))
+	ad = append(ad, domain...)
+	for _, p := range [][]byte{[]byte(tenant), id[:], seqText, []byte(field)} {
 		ad = binary.BigEndian.AppendUint32(ad, uint32(len(p)))
 		ad = append(ad, p...)
 	}

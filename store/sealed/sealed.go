@@ -282,10 +282,9 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 		}
 		nonce := nonces[:chacha20poly1305.NonceSizeX:chacha20poly1305.NonceSizeX]
 		nonces = nonces[chacha20poly1305.NonceSizeX:]
-		env := Envelope{Wrapped: wrapped, Nonce: nonce, Ciphertext: aead.Seal(nil, nonce, m.Value.Marshal(), j.ad(tenant, a.Run, seq, m.Key))}
-		ms[i].Value = canon.StringValue(env.Marshal())
+		ms[i].Value = canon.StringValue(sealEnvelope(aead, wrapped, nonce, m.Value.MarshalSized(), j.ad(tenant, a.Run, seq, m.Key)))
 	}
-	return canon.Value{Kind: canon.Object, Members: ms}, v.Marshal(), nil
+	return canon.Value{Kind: canon.Object, Members: ms}, v.MarshalSized(), nil
 }
 
 // State says how a field of a record read through a sealing journal stands.

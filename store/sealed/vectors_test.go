@@ -49,6 +49,10 @@ func TestVectors(t *testing.T) {
 	if got := env.Marshal(); got != vecEnvelope {
 		t.Errorf("envelope = %s\nwant %s", got, vecEnvelope)
 	}
+	// The appends' path seals into the envelope's own buffer: same bytes.
+	if got := sealed.SealEnvelope(a, wrapped, nonce, []byte(`{"name":"Ada"}`), ad); got != vecEnvelope {
+		t.Errorf("sealed in place: envelope = %s\nwant %s", got, vecEnvelope)
+	}
 	back, err := sealed.ParseEnvelope(vecEnvelope)
 	if err != nil || !bytes.Equal(back.Wrapped, wrapped) || !bytes.Equal(back.Nonce, nonce) {
 		t.Fatalf("ParseEnvelope = %+v, %v", back, err)
