@@ -2,18 +2,17 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/storetest"
 )
 
 func withTwins(m *Meter) serverOpt {
@@ -112,30 +111,13 @@ func TestTwins_StatusWithoutPolicy(t *testing.T) {
 	}
 }
 
-type meterClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *meterClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *meterClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestMeter_CountsCommittedAppendsAndSealsOnly: the meter counts the
 // appends (and their records) and seals the API answered 2xx, by tenant,
 // not refused ones nor reads; a minute drops out of the hour after an
 // hour and out of the day after a day.
 func TestMeter_CountsCommittedAppendsAndSealsOnly(t *testing.T) {
-	clk := &meterClock{t: time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)}
-	m := NewMeter(clk.now)
+	clk := storetest.NewFakeClock()
+	m := NewMeter(clk.Now)
 	ts := startServer(t, withTwins(m))
 	front := httptest.NewServer(m.Observe(ts.srv))
 	defer front.Close()
@@ -185,11 +167,11 @@ func TestMeter_CountsCommittedAppendsAndSealsOnly(t *testing.T) {
 	if other := m.Activity("other"); other.Hour.Totals.Appends != 0 {
 		t.Errorf("tenant other counted %+v", other.Hour.Totals)
 	}
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	if a := m.Activity(store.DefaultTenant); a.Hour.Totals.Records != 0 || a.Day.Totals.Records != 3 {
 		t.Errorf("an hour later: hour %+v day %+v", a.Hour.Totals, a.Day.Totals)
 	}
-	clk.add(23 * time.Hour)
+	clk.Advance(23 * time.Hour)
 	if a := m.Activity(store.DefaultTenant); a.Day.Totals.Records != 0 {
 		t.Errorf("a day later: the ring still counts %+v", a.Day.Totals)
 	}
@@ -234,14 +216,7 @@ func TestMeter_CountsRecordsCutBetweenWrites(t *testing.T) {
 // earlier one, or planted) never yields inclusion_verified, and the answer
 // says why.
 func TestTwins_RunStatus_WitnessedNoteBelowPolicyIsNotVerified(t *testing.T) {
-	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := checkpoint.ParsePolicy([]byte("witness w1 " + wvkey + "\nquorum w1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := journaltest.Policy(t, nil, journaltest.NewWitness(t, "w1"))
 	ts := startServer(t, withTwins(nil), func(c *Config, _ *Timeouts) { c.Tenants[0].Policy = pol })
 	ctx := context.Background()
 	run := ts.sealedRun(3)

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +12,8 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
-	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/internal/canon"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
@@ -226,10 +225,7 @@ func TestFirstStart_SignInSaysHowToCreateToken(t *testing.T) {
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log", Logger: quiet})
 	must(t, err)
 	defer st.Close()
-	_, vkey, err := checkpoint.GenerateLogKey(rand.Reader, st.Origin())
-	must(t, err)
-	key, err := checkpoint.NewVerifier(vkey)
-	must(t, err)
+	key := journaltest.NewLog(t, st.Origin()).Verifier
 	const cmd = "journal token create --role reader --name console --db /srv/j.db"
 	con, err := New(Config{Tenants: []api.Tenant{{Store: st, LogKey: key}}, Tokens: st, Logger: quiet, FirstToken: cmd})
 	must(t, err)

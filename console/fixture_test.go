@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,43 +10,23 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/lifecycle"
 	"github.com/runseal/runseal/lifecycle/journalstore"
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/store/storetest"
 	"github.com/runseal/runseal/witness"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// clock is the journal's clock, moved by the test so a lease expires
-// without waiting for it.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a real journal served with its console: tenant "default"
 // with runs in every backlog, seals, a checkpoint cosigned by a real
@@ -74,8 +53,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	clk := &clock{t: time.Now().UTC()}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log", Now: clk.now, Logger: quiet})
+	clk := storetest.NewFakeClock() // moved so a lease expires without waiting
+	clk.Advance(time.Since(clk.Now()))
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "j.db"), sqlite.Options{Origin: "example.com/log", Now: clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,30 +68,27 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, st: st, acme: acme, witnessName: "w-example"}
 
 	// The log's key, and a real witness that knows it, over HTTP.
-	signer, vkey, logKey := newLogKey(t, st.Origin())
-	wskey, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	must(t, err)
-	cos, err := checkpoint.NewCosigner(wskey)
-	must(t, err)
+	lk := journaltest.NewLog(t, st.Origin())
+	wit := journaltest.NewWitness(t, f.witnessName)
 	wst, err := witness.OpenStore(ctx, filepath.Join(t.TempDir(), "w.db"), witness.StoreOptions{Create: true})
 	must(t, err)
 	t.Cleanup(func() { wst.Close() })
-	must(t, wst.AddLog(ctx, witness.LogConfig{Origin: st.Origin(), Keys: []string{vkey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}))
-	w, err := witness.New(ctx, wst, []*checkpoint.Cosigner{cos}, witness.Options{Logger: quiet})
+	must(t, wst.AddLog(ctx, witness.LogConfig{Origin: st.Origin(), Keys: []string{lk.VKey}, QPD: witness.MaxQPD, Burst: witness.MaxQPD}))
+	w, err := witness.New(ctx, wst, []*checkpoint.Cosigner{wit.Cosigner}, witness.Options{Logger: quiet})
 	must(t, err)
 	wh, err := w.Handler("")
 	must(t, err)
 	wsrv := httptest.NewServer(wh)
 	t.Cleanup(wsrv.Close)
-	pol, err := checkpoint.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness %s %s %s\nquorum %s\n", vkey, f.witnessName, wvkey, wsrv.URL, f.witnessName))
-	must(t, err)
+	wit.URL = wsrv.URL
+	pol := journaltest.Policy(t, lk, wit)
 	// The publisher reads the outbox's due times, which the store stamps with
 	// its clock: both must share it.
-	pub, err := publish.New(st, pol, logKey, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.now, Logger: quiet})
+	pub, err := publish.New(st, pol, lk.Verifier, publish.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Poll: 20 * time.Millisecond, Now: clk.Now, Logger: quiet})
 	must(t, err)
-	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: signer, Queue: pub, Logger: quiet})
+	cp := checkpointer.New(checkpointer.Config{Store: st, Signer: lk.Signer, Queue: pub, Logger: quiet})
 
-	_, _, acmeKey := newLogKey(t, acme.Origin())
+	acmeKey := journaltest.NewLog(t, acme.Origin()).Verifier
 
 	// Runs in every state the pages show.
 	f.sealedRun = f.run(st, "succeeded", true)
@@ -124,7 +101,7 @@ func newFixture(t *testing.T) *fixture {
 	must(t, err)
 	_, err = st.Append(ctx, l.Epoch, []store.Append{
 		{Run: f.waiting, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"wait-1","source":"test"}`)},
-		{Run: f.waiting, Kind: store.KindRunSuspended, Fields: fmt.Appendf(nil, `{"awaiting":"time","until":%q}`, clk.now().Add(time.Hour).Format(time.RFC3339))},
+		{Run: f.waiting, Kind: store.KindRunSuspended, Fields: fmt.Appendf(nil, `{"awaiting":"time","until":%q}`, clk.Now().Add(time.Hour).Format(time.RFC3339))},
 	})
 	must(t, err)
 	must(t, st.ReleaseLease(ctx, f.waiting, l.Epoch))
@@ -133,7 +110,7 @@ func newFixture(t *testing.T) *fixture {
 	must(t, err)
 	_, err = st.Append(ctx, l.Epoch, []store.Append{{Run: f.abandoned, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"abandon-1","source":"test"}`)}})
 	must(t, err)
-	clk.add(5 * time.Second) // worker-2 died holding the lease
+	clk.Advance(5 * time.Second) // worker-2 died holding the lease
 	f.acmeRun = f.run(acme, "succeeded", true)
 
 	// A study kept by the trial lifecycle.
@@ -173,7 +150,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// A disclosure in the register.
 	f.disclosure = store.Disclosure{
-		ID: "dsc_" + store.NewRunID().String(), At: clk.now(), By: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated},
+		ID: "dsc_" + store.NewRunID().String(), At: clk.Now(), By: store.Operator{Actor: "dpo@example.com", Basis: store.Authenticated},
 		Recipient: "Regulator of Examples", Runs: []store.RunID{f.sealedRun}, Checkpoint: store.Checkpoint{Origin: st.Origin(), Size: sc.Size, Root: sc.Root},
 		Package: store.Digest{0xab, 0xcd, 0xef, 0x01}, Bytes: 4242, Carried: 1, Sealed: 1, Records: 3,
 	}
@@ -181,7 +158,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// The server, as 'journal serve' builds it.
 	cfg := api.Config{
-		Tenants: []api.Tenant{{Store: st, LogKey: logKey, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
+		Tenants: []api.Tenant{{Store: st, LogKey: lk.Verifier, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
 		Tokens:  st, Logger: quiet,
 	}
 	meter := api.NewMeter(nil)
@@ -197,19 +174,6 @@ func newFixture(t *testing.T) *fixture {
 	// Writes through the API, so the Activity page has something to plot.
 	f.apiAppendAndSeal()
 	return f
-}
-
-// newLogKey makes a log key for origin: its signer, its vkey and its
-// verifier.
-func newLogKey(t *testing.T, origin string) (note.Signer, string, note.Verifier) {
-	t.Helper()
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
-	must(t, err)
-	signer, _, err := checkpoint.SignerForOrigin(skey, origin)
-	must(t, err)
-	v, err := checkpoint.NewVerifier(vkey)
-	must(t, err)
-	return signer, vkey, v
 }
 
 // noRedirect is a client that shows a redirect instead of following it.

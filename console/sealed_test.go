@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,8 +10,8 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
-	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
@@ -53,13 +51,10 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	_, err = j.Erase(ctx, sealed.Erasure{Scope: sealed.Scope(j.Tenant(), gone, goneRun), Actor: store.Operator{Actor: "dpo", Basis: store.Asserted}, Reason: "art. 17"})
 	must(t, err)
 
-	signer, vkey, logKey := newLogKey(t, st.Origin())
-	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	must(t, err)
-	pol, err := checkpoint.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness w1 %s\nquorum w1\n", vkey, wvkey))
-	must(t, err)
+	lk := journaltest.NewLog(t, st.Origin())
+	pol := journaltest.Policy(t, lk, journaltest.NewWitness(t, "w1"))
 	wid := publish.WitnessID(pol.Witnesses()[0].Verifier)
-	sc, err := checkpointer.SignAndKeep(ctx, st, signer)
+	sc, err := checkpointer.SignAndKeep(ctx, st, lk.Signer)
 	must(t, err)
 	must(t, st.EnqueuePublication(ctx, sc.Size, []string{wid}))
 	ahead := &publish.AheadError{Witness: "w1", WitnessSize: 99, LogSize: sc.Size}
@@ -69,7 +64,7 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	id, tok, hash, err := api.NewToken()
 	must(t, err)
 	must(t, st.CreateToken(ctx, store.Token{ID: id, Tenant: "default", Role: store.RoleReader, Hash: hash}))
-	con, err := New(Config{Tenants: []api.Tenant{{Store: j, LogKey: logKey, Policy: pol}}, Tokens: st, Logger: quiet})
+	con, err := New(Config{Tenants: []api.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}, Tokens: st, Logger: quiet})
 	must(t, err)
 	get := func(path string) string {
 		t.Helper()

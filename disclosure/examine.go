@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"hash"
 
+	"github.com/runseal/runseal/disclosure/internal/sha256x2"
 	"github.com/runseal/runseal/store"
 )
 
@@ -31,6 +32,7 @@ type worker struct {
 	filter func(key, value []byte) bool
 	cache  bodyCache
 	chain  chainHasher
+	jobs   []sha256x2.Job // reused
 }
 
 // examined is what a worker found in one record line of a chunk.
@@ -52,8 +54,29 @@ type examined struct {
 var recordLinePrefix = []byte(`{"hash":"`)
 
 // chunk examines the record lines found whole in b, appending to ex. When
-// lineStart is false, b starts inside a line, which it skips.
-func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
+// lineStart is false, b starts inside a line, which it skips. The chained
+// lines' hashes run beside the file's digest: turn is called once with
+// their jobs, must add b to the file's digest (in file order, so it may
+// wait for the chunks before) and returns how many jobs it completed
+// (sha256x2.Digest.WriteWith); the rest are hashed here, two at a time.
+func (w *worker) chunk(b []byte, lineStart bool, ex []examined, turn func([]sha256x2.Job) int) []examined {
+	first := len(ex)
+	ex = w.lines(b, lineStart, ex)
+	jobs := w.jobs[:0]
+	for i := first; i < len(ex); i++ {
+		if e := &ex[i]; e.chained {
+			jobs = append(jobs, sha256x2.Job{Prefix: (*[32]byte)(&e.used), Data: b[e.off+e.rawStart : e.off+e.rawEnd], Sum: (*[32]byte)(&e.chain)})
+		}
+	}
+	w.jobs = jobs[:0]
+	w.chainAll(jobs[turn(jobs):])
+	clear(jobs) // the jobs point into b and ex
+	return ex
+}
+
+// lines parses and checks the record lines found whole in b, appending to
+// ex, without their chain hashes.
+func (w *worker) lines(b []byte, lineStart bool, ex []examined) []examined {
 	pos := 0
 	if !lineStart {
 		i := bytes.IndexByte(b, '\n')
@@ -98,13 +121,23 @@ func (w *worker) chunk(b []byte, lineStart bool, ex []examined) []examined {
 		case afterRecord:
 			e.chained, e.used = true, prevClaimed
 		}
-		if e.chained {
-			e.chain = w.chain.sum(e.used, raw)
-		}
 		ex = append(ex, e)
 		state, prevClaimed = afterRecord, claimed
 	}
 	return ex
+}
+
+// chainAll computes the jobs' chain hashes: two at a time where the CPU
+// runs two SHA-256 messages together (sha256x2), which costs little more
+// than one.
+func (w *worker) chainAll(jobs []sha256x2.Job) {
+	for len(jobs) >= 2 && sha256x2.Enabled {
+		*jobs[0].Sum, *jobs[1].Sum = sha256x2.SumPrefixed2(jobs[0].Prefix, jobs[0].Data, jobs[1].Prefix, jobs[1].Data)
+		jobs = jobs[2:]
+	}
+	for _, j := range jobs {
+		*j.Sum = w.chain.sum(*j.Prefix, j.Data)
+	}
 }
 
 // chainHasher computes store.ChainHash, SHA-256(prev || raw). A record of

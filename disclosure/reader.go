@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/runseal/runseal/disclosure/internal/sha256x2"
 )
 
 // errLineTooLong and errUnterminated are what lineReader.next reports for a
@@ -165,13 +167,16 @@ func (l *lineReader) consume(n int) {
 // input's only after next returned io.EOF or drain returned nil.
 func (l *lineReader) digest() ([32]byte, int64) { return l.ahead.digest() }
 
-// aheadReader reads its input in chunks on its own goroutine, digesting
-// each chunk there before handing it over, so that hashing the file runs
-// beside parsing it. With an examiner, each chunk also goes to a pool of
-// workers, which examine its record lines (the records' chain hashes and
-// bodies) while the chunks before it are read; chunks are still handed
-// over in input order, each once its worker is done. It holds a fixed
-// number of chunks, which it reuses: memory stays constant.
+// aheadReader reads its input in chunks on its own goroutine and hands
+// them over in input order. Without an examiner it digests each chunk
+// there before handing it over, so that hashing the file runs beside
+// parsing it. With one, each chunk also goes to a pool of workers, which
+// examine its record lines (the records' bodies and chain hashes) while
+// the chunks before it are read, and add the chunk to the file's digest
+// in input order (each waits for the chunk before), its blocks beside the
+// chain hashes' (sha256x2: two SHA-256 messages on one core cost little
+// more than one); a chunk is handed over once its worker is done. It
+// holds a fixed number of chunks, which it reuses: memory stays constant.
 type aheadReader struct {
 	ctx     context.Context // ends a wait for input
 	full    chan *chunk     // in input order
@@ -184,7 +189,8 @@ type aheadReader struct {
 	once    sync.Once
 	cur     *chunk
 	off     int
-	sum     hash.Hash // the producer's until done
+	sum     hash.Hash        // without workers: the producer's until done
+	fileSum *sha256x2.Digest // with workers: theirs, one chunk at a time in input order
 	n       int64
 }
 
@@ -196,6 +202,10 @@ type chunk struct {
 	lineStart bool          // b[0] starts a line
 	ready     chan struct{} // closed when ex is complete; nil without an examiner
 	ex        []examined    // the record lines found whole in b[:n], in order
+	// With an examiner: after is closed once the chunk before was added
+	// to the file's digest (nil for the first chunk), digested once this
+	// one was.
+	after, digested chan struct{}
 }
 
 // aheadChunkSize is small enough that the chunks in flight stay in the
@@ -224,6 +234,7 @@ func newAheadReader(ctx context.Context, r io.Reader, x *examiner) *aheadReader 
 		a.free <- chunkPool.Get().(*chunk)
 	}
 	if workers > 0 {
+		a.sum, a.fileSum = nil, sha256x2.New()
 		a.work = make(chan *chunk, chunks)
 		a.workers.Add(workers)
 		for range workers {
@@ -240,6 +251,7 @@ func (a *aheadReader) produce(r io.Reader) {
 		defer close(a.work)
 	}
 	lineStart := true
+	var after chan struct{} // the chunk before's digested
 	for {
 		var c *chunk
 		select {
@@ -251,15 +263,17 @@ func (a *aheadReader) produce(r io.Reader) {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			err = io.EOF
 		}
-		a.sum.Write(c.b[:n])
 		a.n += int64(n)
 		c.n, c.err, c.lineStart, c.ex = n, err, lineStart, c.ex[:0]
 		if n > 0 {
 			lineStart = c.b[n-1] == '\n'
 		}
 		if a.work != nil {
-			c.ready = make(chan struct{})
+			c.ready, c.after, c.digested = make(chan struct{}), after, make(chan struct{})
+			after = c.digested
 			a.work <- c // never blocks: it holds every chunk
+		} else {
+			a.sum.Write(c.b[:n])
 		}
 		select {
 		case a.full <- c:
@@ -272,12 +286,27 @@ func (a *aheadReader) produce(r io.Reader) {
 	}
 }
 
-// examine is a worker: it examines chunks until the producer is done.
+// examine is a worker: it examines chunks until the producer is done, and
+// adds each to the file's digest, examined or not (draining, stopped).
 func (a *aheadReader) examine(w *worker) {
 	defer a.workers.Done()
 	for c := range a.work {
-		if !a.idle.Load() {
-			c.ex = w.chunk(c.b[:c.n], c.lineStart, c.ex)
+		b := c.b[:c.n]
+		// turn adds b to the file's digest once the chunk before was: the
+		// worker of the chunk before never waits but for its own turn,
+		// and the first chunk's is free, so every wait ends.
+		turn := func(jobs []sha256x2.Job) int {
+			if c.after != nil {
+				<-c.after
+			}
+			done := a.fileSum.WriteWith(b, jobs)
+			close(c.digested)
+			return done
+		}
+		if a.idle.Load() {
+			turn(nil)
+		} else {
+			c.ex = w.chunk(b, c.lineStart, c.ex, turn)
 		}
 		close(c.ready)
 	}
@@ -328,6 +357,11 @@ func (a *aheadReader) digest() ([32]byte, int64) {
 		return d, -1
 	}
 	<-a.done // the producer exits right after handing over its last chunk
+	if a.fileSum != nil {
+		// The consumer met the last chunk once its worker was done,
+		// after adding it to the digest, the chunks before it first.
+		return a.fileSum.Sum(), a.n
+	}
 	a.sum.Sum(d[:0])
 	return d, a.n
 }

@@ -310,12 +310,41 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 		return nil, refusal(&FormatError{Detail: fmt.Sprintf("the exported leaves make root %x, the header says %s", root, hdr.Checkpoint.Root)})
 	}
 
-	// Reading 2: replay.
+	// Reading 2: replay. With a store.BulkWriter the seals run beside the
+	// appends (sealConcurrently), each bulk of seals once the runs it
+	// seals are committed; else after them.
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("restore: rewind: %w", err)
 	}
-	rp := &replayer{ctx: ctx, j: j, total: tr.Records, progress: progress, maxRuns: cmp.Or(opts.BulkRuns, maxBulkRuns)}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rp := &replayer{ctx: rctx, j: j, total: tr.Records, progress: progress, maxRuns: cmp.Or(opts.BulkRuns, maxBulkRuns)}
 	rp.bulk, _ = j.(store.BulkWriter)
+	sl := &sealer{ctx: rctx, j: j, total: hdr.Checkpoint.Size, progress: progress, max: cmp.Or(opts.BulkSeals, maxBulkSeals)}
+	sl.bulk, _ = j.(store.BulkWriter)
+	seal := func() error {
+		err := slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
+			rep.Sealed++
+			if i < target.Size {
+				rep.ResumedLeaves++
+				sl.done++
+				return nil
+			}
+			return sl.add(i, s)
+		})
+		if err == nil {
+			err = sl.flush()
+		}
+		if werr := sl.wait(); err == nil {
+			err = werr
+		}
+		return err
+	}
+	var seals *sealConcurrently
+	if rp.bulk != nil {
+		seals = startSealing(rctx, cancel, sl, seal)
+		rp.gate = seals.gate
+	}
 	held2 := &targetRuns{j: j}
 	sc2 := &exportScanner{
 		replay: true,
@@ -324,53 +353,51 @@ func RestoreWith(ctx context.Context, j store.Journal, r io.ReadSeeker, opts Res
 			if !opts.Resume {
 				return nil
 			}
-			if has, err := held2.holds(ctx, blk.Run); err != nil || !has {
+			if has, err := held2.holds(rctx, blk.Run); err != nil || !has {
 				return err
 			}
-			h, err := j.Head(ctx, blk.Run)
+			h, err := j.Head(rctx, blk.Run)
 			rp.skip = h.Seq
 			rp.done += uint64(h.Seq)
 			return err
 		},
 		onRecord: rp.add,
-		onRunEnd: func(*runBlock, string, string) error { return rp.endRun() },
+		onRunEnd: func(blk *runBlock, _, _ string) error { return rp.endRun(blk.Run) },
 	}
-	_, _, digest2, err := sc2.scan(ctx, r)
+	_, _, digest2, err := sc2.scan(rctx, r)
 	if err == nil {
 		err = rp.flushBulk()
 	}
 	if werr := rp.wait(); err == nil {
 		err = werr
 	}
-	if err != nil {
-		return rep, fmt.Errorf("restore: second reading: %w", err)
+	if err == nil && digest1 != digest2 {
+		err = errors.New("the export changed between its two readings; the target now holds a partial restore and must be discarded")
 	}
-	if digest1 != digest2 {
-		return rep, errors.New("restore: the export changed between its two readings; the target now holds a partial restore and must be discarded")
+	if err != nil {
+		if seals != nil {
+			seals.stop(err)
+		}
+		if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) && errors.Is(err, context.Canceled) {
+			err = cause // the seals failed first and stopped the appends
+		}
+		return rep, fmt.Errorf("restore: second reading: %w", err)
 	}
 	rep.Runs, rep.Records = tr.Runs, tr.Records
 
 	// Seal in log order, which rebuilds the tree leaf for leaf.
-	sl := &sealer{ctx: ctx, j: j, total: hdr.Checkpoint.Size, progress: progress, max: cmp.Or(opts.BulkSeals, maxBulkSeals)}
-	sl.bulk, _ = j.(store.BulkWriter)
-	err = slots.each(hdr.Checkpoint.Size, func(i uint64, s *logSlot) error {
-		if i < target.Size {
-			rep.Sealed++
-			rep.ResumedLeaves++
-			sl.done++
-			return nil
-		}
-		rep.Sealed++
-		return sl.add(i, s)
-	})
-	if err == nil {
-		err = sl.flush()
-	}
-	if werr := sl.wait(); err == nil {
-		err = werr
+	if seals != nil {
+		err = seals.finish(progress)
+	} else {
+		err = seal()
 	}
 	if err != nil {
 		return rep, err
+	}
+	if sl.total > 0 {
+		// The phase ends at its total even when the target held every
+		// leaf already, or the seals were done beside the appends.
+		progress(RestoreProgress{Phase: PhaseSealing, Done: sl.done, Total: sl.total})
 	}
 	if rep.Rebuilt, err = j.Checkpoint(ctx); err != nil {
 		return rep, err
@@ -414,10 +441,16 @@ type replayer struct {
 	pendRuns    map[store.RunID]bool
 	pendBytes   int
 	pendRecords int
-	// The bulk being written while the next is gathered (nil: none), and
-	// its records.
+	// The bulk being written while the next is gathered (nil: none), its
+	// records, and the last run it completes.
 	inflight  chan error
 	inRecords int
+	inLast    store.RunID
+	// ended is the last run whose records are all in the bulk being
+	// gathered or an earlier one; gate (nil: none) learns each run whose
+	// records are committed.
+	ended store.RunID
+	gate  *appendGate
 }
 
 const (
@@ -445,10 +478,11 @@ func (p *replayer) add(_ *runBlock, rec *scannedRecord) error {
 
 // endRun ends a run: its last group joins the bulk, which is written when
 // full.
-func (p *replayer) endRun() error {
+func (p *replayer) endRun(run store.RunID) error {
 	if err := p.flush(); err != nil {
 		return err
 	}
+	p.ended = run
 	if len(p.pending) >= p.maxRuns || p.pendBytes >= maxBulkBytes {
 		return p.flushBulk()
 	}
@@ -507,7 +541,7 @@ func (p *replayer) flushBulk() error {
 		return nil
 	}
 	pending, hashes := p.pending, p.pendHashes
-	p.inRecords = p.pendRecords
+	p.inRecords, p.inLast = p.pendRecords, p.ended
 	p.pending, p.pendHashes, p.pendBytes, p.pendRecords = nil, nil, 0, 0
 	clear(p.pendRuns)
 	done := make(chan error, 1)
@@ -528,6 +562,9 @@ func (p *replayer) wait() error {
 	}
 	p.done += uint64(p.inRecords)
 	p.progress(RestoreProgress{Phase: PhaseAppending, Done: p.done, Total: p.total})
+	if p.gate != nil {
+		p.gate.advance(p.inLast)
+	}
 	return nil
 }
 
@@ -578,7 +615,8 @@ type sealer struct {
 	total    uint64
 	inflight chan error
 	inSeals  int
-	max      int // seals in a bulk
+	max      int         // seals in a bulk
+	gate     *appendGate // nil: every run is appended already
 }
 
 const maxBulkSeals = 8192
@@ -597,10 +635,15 @@ func (s *sealer) add(i uint64, sl *logSlot) error {
 		}
 		return nil
 	}
+	if s.gate != nil {
+		if err := s.gate.wait(s.ctx, sl.run); err != nil {
+			return err
+		}
+	}
 	if len(s.pending) == 0 {
 		s.first = i
 	}
-	s.pending = append(s.pending, store.BulkSeal{Run: sl.run, Epoch: sl.epoch, Outcome: sl.outcome})
+	s.pending = append(s.pending, store.BulkSeal{Run: sl.run, Epoch: sl.epoch, Outcome: sl.outcome, Leaf: sl.leaf})
 	s.leaves = append(s.leaves, sl.leaf)
 	if len(s.pending) == s.max {
 		return s.flush()

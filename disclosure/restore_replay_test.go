@@ -94,3 +94,27 @@ func TestRestore_ExportChangedBetweenReadings(t *testing.T) {
 		})
 	}
 }
+
+// The seals run beside the appends, before the second reading's digest
+// is known: a sealed run replaced between the readings (its chain
+// rehashed, so every append passes) must not be sealed with its new head.
+// Each bulk seal names the export's leaf, which the store checks before
+// the seal commits.
+func TestRestore_SealedRunChangedBetweenReadingsNotSealed(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	exp := export(t, w.j)
+	second := rewriteRecord(t, exp, w.B, 3, `"epoch":1`, `"epoch":2`, true)
+	target := openJournal(t, testOrigin)
+	rep, err := RestoreWith(ctx, target, &changingFile{r: bytes.NewReader(exp), second: second}, RestoreOptions{BulkRuns: 1, BulkSeals: 1})
+	if err == nil {
+		t.Fatalf("restore of a file whose sealed run B changed between readings succeeded: %+v", rep)
+	}
+	ps, perr := target.LogPositions(ctx, []store.RunID{w.B})
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if ps[0] != nil {
+		t.Fatalf("run B was sealed at %+v from bytes the export's log does not hold (restore error: %v)", ps[0], err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/disclosure/internal/tamper"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -145,45 +146,16 @@ type change struct {
 	Check   string `json:"check,omitempty"` // the first finding's check, for not_sound
 }
 
-// edit replaces the first occurrence of From in line Line by To, or, with
-// Delete, removes the line, or, with Insert, puts Insert (whole lines, each
-// ending in a line feed) before line Line (one past the last line appends).
-// Line numbers always refer to the original file; a line keeps its line
-// feed, so From and To may include it.
-type edit struct {
-	Line   int    `json:"line"`
-	From   string `json:"from,omitempty"`
-	To     string `json:"to,omitempty"`
-	Delete bool   `json:"delete,omitempty"`
-	Insert string `json:"insert,omitempty"`
-}
+// edit is one change to a line of the package vector (tamper.Edit).
+type edit = tamper.Edit
 
 func (c change) apply(t testing.TB, pkg []byte) []byte {
-	ls := lines(pkg)
-	del := map[int]bool{}
-	ins := map[int][]byte{}
-	for _, e := range c.Edits {
-		i := e.Line - 1
-		switch {
-		case e.Insert != "":
-			ins[i] = append(ins[i], e.Insert...)
-		case e.Delete:
-			del[i] = true
-		default:
-			if !bytes.Contains(ls[i], []byte(e.From)) {
-				t.Fatalf("%s: line %d has no %q", c.Name, e.Line, e.From)
-			}
-			ls[i] = bytes.Replace(ls[i], []byte(e.From), []byte(e.To), 1)
-		}
+	t.Helper()
+	out, err := tamper.Apply(pkg, c.Edits)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Name, err)
 	}
-	var out [][]byte
-	for i := 0; i <= len(ls); i++ {
-		out = append(out, ins[i])
-		if i < len(ls) && !del[i] {
-			out = append(out, ls[i])
-		}
-	}
-	return join(out)
+	return out
 }
 
 func one(line int, from, to string) []edit { return []edit{{Line: line, From: from, To: to}} }

@@ -17,6 +17,20 @@ type BulkSeal struct {
 	Run     RunID
 	Epoch   Epoch
 	Outcome string
+	// Leaf, if not zero, is the leaf the caller expects: the seal is
+	// refused (and the bulk with it) unless the run's head is Leaf. A
+	// restore passes the export's leaf, so a run whose replayed records
+	// differ from the ones the export's log commits to is never sealed.
+	Leaf Digest
+}
+
+// CheckLeaf refuses a bulk seal whose run's leaf (its head, or the leaf
+// it was sealed with) is not the one the seal expects.
+func (b BulkSeal) CheckLeaf(leaf Digest) error {
+	if b.Leaf != (Digest{}) && leaf != b.Leaf {
+		return &InvalidArgumentError{Field: "leaf", Detail: fmt.Sprintf("run %s's leaf would be %s, the seal expects %s", b.Run, leaf, b.Leaf)}
+	}
+	return nil
 }
 
 // BulkWriter is implemented by a backend that can commit many appends, or
@@ -24,7 +38,7 @@ type BulkSeal struct {
 // price of a few thousand commits instead of two million. Each member gets
 // exactly the checks of Append or Seal (the fence, the seal freeze, the
 // chain, exactly-once, admission keys; for a seal the run's latest
-// conclusion); the first refusal fails the whole call, which then writes
+// conclusion, and the leaf it expects); the first refusal fails the whole call, which then writes
 // nothing. A call names each run at most once (else InvalidArgumentError).
 type BulkWriter interface {
 	// AppendBulk appends each member as Append would, in order, in one

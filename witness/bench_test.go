@@ -11,20 +11,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 // benchLogs prepares n logs, each with a chain of signed checkpoints 1, 2,
 // ..., steps, so that the benchmark loop does no log-side work.
-func benchLogs(b *testing.B, e *env, n, steps int) (logs []*testLog, bodies [][][]byte) {
+func benchLogs(b *testing.B, e *env, n, steps int) (logs []*journaltest.Log, bodies [][][]byte) {
 	b.Helper()
-	logs = make([]*testLog, n)
+	logs = make([]*journaltest.Log, n)
 	bodies = make([][][]byte, n)
 	for i := range logs {
-		l := newTestLog(b, fmt.Sprintf("bench.example/%d", i))
+		l := journaltest.NewLog(b, fmt.Sprintf("bench.example/%d", i))
 		e.addLog(l)
-		l.tree.grow(steps)
+		l.Tree.Grow(steps)
 		for s := 1; s <= steps; s++ {
-			bodies[i] = append(bodies[i], request(uint64(s-1), l.tree.proof(uint64(s-1), uint64(s)), l.note(b, uint64(s), nil)))
+			bodies[i] = append(bodies[i], request(uint64(s-1), l.Tree.Proof(uint64(s-1), uint64(s)), l.Note(b, uint64(s), nil)))
 		}
 		logs[i] = l
 	}

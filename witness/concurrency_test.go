@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 // TestConcurrentForksNeverCosignedTwice has a misbehaving log sign many
@@ -19,9 +20,9 @@ import (
 // exactly one fork may win.
 func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/forky")
+	l := journaltest.NewLog(t, "log.example/forky")
 	e.addLog(l)
-	logV, _ := checkpoint.NewVerifier(l.vkey)
+	logV, _ := checkpoint.NewVerifier(l.VKey)
 	verifiers := note.VerifierList(logV, e.cosign.Verifier())
 
 	var (
@@ -46,10 +47,10 @@ func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 	const rounds, forks = 12, 10
 	size := uint64(0)
 	for r := range rounds {
-		trees := make([]*testTree, forks)
+		trees := make([]*journaltest.Tree, forks)
 		for i := range trees {
-			trees[i] = l.tree.fork(fmt.Sprintf("r%d-f%d", r, i))
-			trees[i].grow(1 + i%3) // several forks share each size
+			trees[i] = l.Tree.Fork(fmt.Sprintf("r%d-f%d", r, i))
+			trees[i].Grow(1 + i%3) // several forks share each size
 		}
 		var (
 			wg    sync.WaitGroup
@@ -59,9 +60,9 @@ func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 		)
 		for i := range 2 * forks { // each fork twice
 			tr := trees[i%forks]
-			newSize := uint64(tr.size)
-			n := l.note(t, newSize, tr)
-			body := request(size, tr.proof(size, newSize), n)
+			newSize := tr.Size()
+			n := l.Note(t, newSize, tr)
+			body := request(size, tr.Proof(size, newSize), n)
 			wg.Go(func() {
 				<-start
 				req, _ := ParseAddCheckpointRequest(body)
@@ -92,22 +93,21 @@ func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 				t.Errorf("round %d request %d: status %d, want 200 or 409", r, i, c)
 			}
 		}
-		l.tree = trees[winner]
-		size = uint64(l.tree.size)
+		l.Tree = trees[winner]
+		size = l.Tree.Size()
 	}
 
 	// At a held size: resubmissions of the held root race with another
 	// root of that size. The other root must never be cosigned.
-	fork := l.tree.fork("same-size")
-	fork.stored, fork.size = fork.stored[:0], 0
-	fork.grow(int(size))
+	fork := (&journaltest.Tree{}).Fork("same-size") // another root at each size
+	fork.Grow(int(size))
 	var wg sync.WaitGroup
 	for i := range 20 {
-		tr := l.tree
+		tr := l.Tree
 		if i%2 == 1 {
 			tr = fork
 		}
-		n := l.note(t, size, tr)
+		n := l.Note(t, size, tr)
 		wg.Go(func() {
 			req, _ := ParseAddCheckpointRequest(request(size, nil, n))
 			lines, err := e.w.AddCheckpoint(context.Background(), req)
@@ -122,9 +122,9 @@ func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	li, err := e.store.Log(context.Background(), l.origin)
-	if err != nil || li.Size != size || li.Root != l.tree.root(size) {
-		t.Fatalf("final state %d %x, want %d %x (%v)", li.Size, li.Root, size, l.tree.root(size), err)
+	li, err := e.store.Log(context.Background(), l.Origin)
+	if err != nil || li.Size != size || li.Root != l.Tree.Root(size) {
+		t.Fatalf("final state %d %x, want %d %x (%v)", li.Size, li.Root, size, l.Tree.Root(size), err)
 	}
 }
 
@@ -133,7 +133,7 @@ func TestConcurrentForksNeverCosignedTwice(t *testing.T) {
 // two processes sharing the file would: exactly one may win.
 func TestStoreCompareAndSwapIsExact(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
 	empty := checkpoint.EmptyRoot()
 	const n = 32
@@ -143,8 +143,8 @@ func TestStoreCompareAndSwapIsExact(t *testing.T) {
 		wg.Go(func() {
 			root := [32]byte{byte(i + 1)}
 			errs[i] = e.store.commitCheckpoint(context.Background(), &casUpdate{
-				origin: l.origin, oldRoot: empty, newSize: 7, newRoot: root,
-				note: []byte("note"), keys: []string{l.vkey},
+				origin: l.Origin, oldRoot: empty, newSize: 7, newRoot: root,
+				note: []byte("note"), keys: []string{l.VKey},
 			})
 		})
 	}
@@ -163,7 +163,7 @@ func TestStoreCompareAndSwapIsExact(t *testing.T) {
 	if winner < 0 {
 		t.Fatal("no compare-and-swap won")
 	}
-	li, _ := e.store.Log(context.Background(), l.origin)
+	li, _ := e.store.Log(context.Background(), l.Origin)
 	if li.Size != 7 || li.Root != [32]byte{byte(winner + 1)} {
 		t.Fatalf("stored %d %x, want the winner's", li.Size, li.Root)
 	}
@@ -173,9 +173,9 @@ func TestStoreCompareAndSwapIsExact(t *testing.T) {
 // schema itself refuses to lose or fork a log's state.
 func TestSchemaRefusesRollbackAndFork(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(4)
+	l.Tree.Grow(4)
 	e.mustCosign(l, 0, 4)
 	for _, q := range []string{
 		"UPDATE logs SET size = 3",
@@ -198,15 +198,15 @@ func TestSchemaRefusesRollbackAndFork(t *testing.T) {
 // then see its result, while a request for another log goes through.
 func TestOneLogSerializedOthersNot(t *testing.T) {
 	e := newEnv(t)
-	a, b := newTestLog(t, "log.example/a"), newTestLog(t, "log.example/b")
+	a, b := journaltest.NewLog(t, "log.example/a"), journaltest.NewLog(t, "log.example/b")
 	e.addLog(a)
 	e.addLog(b)
-	a.tree.grow(3)
-	b.tree.grow(3)
+	a.Tree.Grow(3)
+	b.Tree.Grow(3)
 	stalled, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	e.w.beforeCommit = func(origin string) {
-		if origin == a.origin {
+		if origin == a.Origin {
 			once.Do(func() {
 				close(stalled)
 				<-release
@@ -215,13 +215,13 @@ func TestOneLogSerializedOthersNot(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() {
-		_, err := e.client.AddCheckpoint(context.Background(), 0, nil, a.note(t, 3, nil))
+		_, err := e.client.AddCheckpoint(context.Background(), 0, nil, a.Note(t, 3, nil))
 		first <- err
 	}()
 	<-stalled
 	second := make(chan error, 1)
 	go func() {
-		_, err := e.client.AddCheckpoint(context.Background(), 0, nil, a.note(t, 3, nil))
+		_, err := e.client.AddCheckpoint(context.Background(), 0, nil, a.Note(t, 3, nil))
 		second <- err
 	}()
 	// The other log is not held up.
@@ -246,9 +246,9 @@ func TestOneLogSerializedOthersNot(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	e := newEnv(t)
 	const nlogs = 32
-	logs := make([]*testLog, nlogs)
+	logs := make([]*journaltest.Log, nlogs)
 	for i := range logs {
-		logs[i] = newTestLog(t, fmt.Sprintf("log.example/%d", i))
+		logs[i] = journaltest.NewLog(t, fmt.Sprintf("log.example/%d", i))
 		e.addLog(logs[i])
 	}
 	var (
@@ -264,9 +264,9 @@ func TestGroupCommit(t *testing.T) {
 	for range 3 {
 		var wg sync.WaitGroup
 		for i, l := range logs {
-			old, size := cosigned[i], l.tree.grow(1)
+			old, size := cosigned[i], l.Tree.Grow(1)
 			wg.Go(func() {
-				if _, err := e.client.AddCheckpoint(context.Background(), old, l.tree.proof(old, size), l.note(t, size, nil)); err != nil {
+				if _, err := e.client.AddCheckpoint(context.Background(), old, l.Tree.Proof(old, size), l.Note(t, size, nil)); err != nil {
 					t.Error(err)
 				}
 				cosigned[i] = size

@@ -3,10 +3,6 @@ package witness
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,125 +12,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/mod/sumdb/note"
-	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
+	"github.com/runseal/runseal/store/storetest"
 )
-
-// testTree is an RFC 6962 tree kept with golang.org/x/mod/sumdb/tlog, an
-// implementation independent of this module's, so the witness's proof
-// checks are tested against proofs it did not make.
-type testTree struct {
-	mu     sync.Mutex
-	stored []tlog.Hash
-	size   int64
-	seed   string // distinguishes the leaves of forks
-}
-
-func (t *testTree) reader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			if x >= int64(len(t.stored)) {
-				return nil, fmt.Errorf("hash %d not stored", x)
-			}
-			out[i] = t.stored[x]
-		}
-		return out, nil
-	})
-}
-
-// grow appends n leaves and returns the new size.
-func (t *testTree) grow(n int) uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for range n {
-		var leaf [8]byte
-		binary.BigEndian.PutUint64(leaf[:], uint64(t.size))
-		hs, err := tlog.StoredHashes(t.size, append([]byte(t.seed), leaf[:]...), t.reader())
-		if err != nil {
-			panic(err)
-		}
-		t.stored = append(t.stored, hs...)
-		t.size++
-	}
-	return uint64(t.size)
-}
-
-func (t *testTree) root(size uint64) [32]byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if size == 0 {
-		return sha256.Sum256(nil)
-	}
-	h, err := tlog.TreeHash(int64(size), t.reader())
-	if err != nil {
-		panic(err)
-	}
-	return h
-}
-
-func (t *testTree) proof(old, size uint64) [][32]byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if old == 0 || old == size {
-		return nil
-	}
-	p, err := tlog.ProveTree(int64(size), int64(old), t.reader())
-	if err != nil {
-		panic(err)
-	}
-	out := make([][32]byte, len(p))
-	for i := range p {
-		out[i] = p[i]
-	}
-	return out
-}
-
-// fork returns a copy of t that will grow differently from t.
-func (t *testTree) fork(seed string) *testTree {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return &testTree{stored: append([]tlog.Hash(nil), t.stored...), size: t.size, seed: seed}
-}
-
-// testLog is a log with a key and a tree.
-type testLog struct {
-	origin string
-	signer note.Signer
-	vkey   string
-	tree   *testTree
-}
-
-func newTestLog(t testing.TB, origin string) *testLog {
-	t.Helper()
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := checkpoint.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testLog{origin: origin, signer: s, vkey: vkey, tree: &testTree{}}
-}
-
-// note returns the log's signed checkpoint at size, from tree (l.tree if nil).
-func (l *testLog) note(t testing.TB, size uint64, tree *testTree) []byte {
-	t.Helper()
-	if tree == nil {
-		tree = l.tree
-	}
-	n, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: l.origin, Size: size, Root: tree.root(size)}, l.signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // env is a witness behind a real HTTP server.
 type env struct {
@@ -146,27 +31,10 @@ type env struct {
 	srv     *httptest.Server
 	client  *Client
 	cosign  *checkpoint.Cosigner
-	clock   *fakeClock
+	clock   *storetest.FakeClock
 	metrics *Metrics
 	reg     *prometheus.Registry
 	logBuf  *syncBuffer
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 type syncBuffer struct {
@@ -190,17 +58,9 @@ const testWitnessName = "witness.example/w1"
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	skey, _, err := checkpoint.GenerateCosignerKey(rand.Reader, testWitnessName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.NewCosigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	e := &env{t: t, dir: dir, path: filepath.Join(dir, "witness.db"), cosign: c,
-		clock: &fakeClock{t: time.Unix(1_800_000_000, 0)}, logBuf: &syncBuffer{}}
+	e := &env{t: t, dir: dir, path: filepath.Join(dir, "witness.db"), cosign: journaltest.NewWitness(t, testWitnessName).Cosigner,
+		clock: storetest.NewFakeClock(), logBuf: &syncBuffer{}}
 	st, err := OpenStore(context.Background(), e.path, StoreOptions{Create: true, Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -263,9 +123,9 @@ func (e *env) restart() {
 	e.start()
 }
 
-func (e *env) addLog(l *testLog) {
+func (e *env) addLog(l *journaltest.Log) {
 	e.t.Helper()
-	if err := e.store.AddLog(context.Background(), LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: MaxQPD, Burst: MaxQPD}); err != nil {
+	if err := e.store.AddLog(context.Background(), LogConfig{Origin: l.Origin, Keys: []string{l.VKey}, QPD: MaxQPD, Burst: MaxQPD}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -306,25 +166,21 @@ func request(old uint64, proof [][32]byte, n []byte) []byte {
 
 // mustCosign submits the log's checkpoint at size from old and fails the
 // test unless the witness cosigns it; it returns the verified note.
-func (e *env) mustCosign(l *testLog, old, size uint64) *checkpoint.Signed {
+func (e *env) mustCosign(l *journaltest.Log, old, size uint64) *checkpoint.Signed {
 	e.t.Helper()
-	n := l.note(e.t, size, nil)
-	lines, err := e.client.AddCheckpoint(context.Background(), old, l.tree.proof(old, size), n)
+	n := l.Note(e.t, size, nil)
+	lines, err := e.client.AddCheckpoint(context.Background(), old, l.Tree.Proof(old, size), n)
 	if err != nil {
-		e.t.Fatalf("add-checkpoint %s %d→%d: %v", l.origin, old, size, err)
+		e.t.Fatalf("add-checkpoint %s %d→%d: %v", l.Origin, old, size, err)
 	}
 	return e.verifyCosigned(l, n, lines)
 }
 
 // verifyCosigned checks that lines are exactly the witness's cosignatures
 // on n.
-func (e *env) verifyCosigned(l *testLog, n, lines []byte) *checkpoint.Signed {
+func (e *env) verifyCosigned(l *journaltest.Log, n, lines []byte) *checkpoint.Signed {
 	e.t.Helper()
-	logV, err := checkpoint.NewVerifier(l.vkey)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	s, err := checkpoint.Open(n, note.VerifierList(logV))
+	s, err := checkpoint.Open(n, note.VerifierList(l.Verifier))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	flog "github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 // TestInteropAnswerVerifiesWithFormats checks the witness's answer and its
@@ -16,15 +18,15 @@ import (
 // client may append the 200 body to its note and verify the result.
 func TestInteropAnswerVerifiesWithFormats(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/interop")
+	l := journaltest.NewLog(t, "log.example/interop")
 	e.addLog(l)
-	l.tree.grow(21)
-	msg := l.note(t, 21, nil)
+	l.Tree.Grow(21)
+	msg := l.Note(t, 21, nil)
 	lines, err := e.client.AddCheckpoint(context.Background(), 0, nil, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logV, err := note.NewVerifier(l.vkey)
+	logV, err := note.NewVerifier(l.VKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,11 +35,11 @@ func TestInteropAnswerVerifiesWithFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	cosigned := append(bytes.Clone(msg), lines...)
-	cp, _, n, err := flog.ParseCheckpoint(cosigned, l.origin, logV, wv)
+	cp, _, n, err := flog.ParseCheckpoint(cosigned, l.Origin, logV, wv)
 	if err != nil {
 		t.Fatalf("formats ParseCheckpoint of note + answer: %v", err)
 	}
-	root := l.tree.root(21)
+	root := l.Tree.Root(21)
 	if cp.Size != 21 || !bytes.Equal(cp.Hash, root[:]) || len(n.Sigs) != 2 {
 		t.Fatalf("formats parsed %+v with %d signatures", cp, len(n.Sigs))
 	}
@@ -46,7 +48,7 @@ func TestInteropAnswerVerifiesWithFormats(t *testing.T) {
 		t.Errorf("formats cosignature time %v %v, want %v", ts, err, e.clock.Now())
 	}
 	// The monitoring read opens with x/mod's note.Open and both keys.
-	got, err := e.client.LatestCheckpoint(context.Background(), l.origin)
+	got, err := e.client.LatestCheckpoint(context.Background(), l.Origin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 func testVKey(t testing.TB, name string) string {
@@ -106,7 +107,7 @@ func TestImportLogs(t *testing.T) {
 	ctx := context.Background()
 	ka, kb, kb2 := testVKey(t, "log.example/a"), testVKey(t, "log.example/b"), testVKey(t, "log.example/b")
 	// A log the list does not mention stays.
-	kept := newTestLog(t, "log.example/kept")
+	kept := journaltest.NewLog(t, "log.example/kept")
 	e.addLog(kept)
 
 	list := []ListedLog{
@@ -166,7 +167,7 @@ func TestImportLogs(t *testing.T) {
 	if li, _ := e.store.Log(ctx, "log.example/b"); !slices.Equal(li.Keys, []string{kb2}) {
 		t.Fatalf("forced import keys: %+v", li)
 	}
-	if _, err := e.store.Log(ctx, kept.origin); err != nil {
+	if _, err := e.store.Log(ctx, kept.Origin); err != nil {
 		t.Fatalf("a log missing from the list was removed: %v", err)
 	}
 
@@ -181,8 +182,8 @@ func TestImportLogs(t *testing.T) {
 // the listed key verifies, and the listed quota limits.
 func TestImportedLogIsWitnessed(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/listed")
-	list, err := ParseLogList([]byte("logs/v0\nvkey " + l.vkey + "\nqpd 86400\ncontact me\n"))
+	l := journaltest.NewLog(t, "log.example/listed")
+	list, err := ParseLogList([]byte("logs/v0\nvkey " + l.VKey + "\nqpd 86400\ncontact me\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +191,11 @@ func TestImportedLogIsWitnessed(t *testing.T) {
 		t.Fatal(err)
 	}
 	burst := uint64(DefaultBurst(86400))
-	l.tree.grow(int(burst) + 2)
+	l.Tree.Grow(int(burst) + 2)
 	for size := range burst {
 		e.mustCosign(l, size, size+1)
 	}
-	if code, _, body := e.post(request(burst, l.tree.proof(burst, burst+1), l.note(t, burst+1, nil))); code != 429 || !strings.Contains(body, "rate limited") {
+	if code, _, body := e.post(request(burst, l.Tree.Proof(burst, burst+1), l.Note(t, burst+1, nil))); code != 429 || !strings.Contains(body, "rate limited") {
 		t.Fatalf("over the burst: %d %q", code, body)
 	}
 }

@@ -15,17 +15,18 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 // TestStatus200 covers the accepting paths over real HTTP: a first
 // checkpoint, growth with a proof, a same-size resubmission, the empty tree.
 func TestStatus200(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
 
-	l.tree.grow(5)
-	n := l.note(t, 5, nil)
+	l.Tree.Grow(5)
+	n := l.Note(t, 5, nil)
 	code, ctype, body := e.post(request(0, nil, n))
 	if code != 200 || ctype != "text/plain; charset=utf-8" {
 		t.Fatalf("first checkpoint: %d %q %q", code, ctype, body)
@@ -35,7 +36,7 @@ func TestStatus200(t *testing.T) {
 		t.Errorf("cosignature time %v, want the witness clock %v", ts, e.clock.Now())
 	}
 
-	l.tree.grow(4)
+	l.Tree.Grow(4)
 	e.mustCosign(l, 5, 9)
 
 	// The same checkpoint again: cosigned again with a fresh timestamp.
@@ -44,19 +45,19 @@ func TestStatus200(t *testing.T) {
 	if ts := again.Cosignatures()[0].Time; !ts.Equal(e.clock.Now()) {
 		t.Errorf("resubmission cosigned at %v, want %v", ts, e.clock.Now())
 	}
-	li, err := e.store.Log(context.Background(), l.origin)
+	li, err := e.store.Log(context.Background(), l.Origin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if li.Size != 9 || li.Root != l.tree.root(9) || !li.CosignedAt.Equal(e.clock.Now()) {
+	if li.Size != 9 || li.Root != l.Tree.Root(9) || !li.CosignedAt.Equal(e.clock.Now()) {
 		t.Errorf("stored state %d %x %v", li.Size, li.Root, li.CosignedAt)
 	}
 
 	// A new log's empty tree.
-	empty := newTestLog(t, "log.example/empty")
+	empty := journaltest.NewLog(t, "log.example/empty")
 	e.addLog(empty)
 	e.mustCosign(empty, 0, 0)
-	empty.tree.grow(1)
+	empty.Tree.Grow(1)
 	e.mustCosign(empty, 0, 1)
 }
 
@@ -64,22 +65,22 @@ func TestStatus200(t *testing.T) {
 // old ≠ 0, and checks the exact 409 format.
 func TestStatus409(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(7)
+	l.Tree.Grow(7)
 
-	code, ctype, body := e.post(request(3, l.tree.proof(3, 7), l.note(t, 7, nil)))
+	code, ctype, body := e.post(request(3, l.Tree.Proof(3, 7), l.Note(t, 7, nil)))
 	if code != 409 || ctype != ContentTypeTlogSize || body != "0\n" {
 		t.Fatalf("first submission with old 3: %d %q %q, want 409 text/x.tlog.size \"0\\n\"", code, ctype, body)
 	}
 	e.mustCosign(l, 0, 5)
 	for _, old := range []uint64{0, 3, 6} {
-		code, ctype, body = e.post(request(old, l.tree.proof(old, 7), l.note(t, 7, nil)))
+		code, ctype, body = e.post(request(old, l.Tree.Proof(old, 7), l.Note(t, 7, nil)))
 		if code != 409 || ctype != ContentTypeTlogSize || body != "5\n" {
 			t.Errorf("old %d: %d %q %q, want 409 \"5\\n\"", old, code, ctype, body)
 		}
 	}
-	_, err := e.client.AddCheckpoint(context.Background(), 2, l.tree.proof(2, 7), l.note(t, 7, nil))
+	_, err := e.client.AddCheckpoint(context.Background(), 2, l.Tree.Proof(2, 7), l.Note(t, 7, nil))
 	var ce *ConflictError
 	if !errors.As(err, &ce) || ce.Size != 5 || !errors.Is(err, ErrConflict) {
 		t.Fatalf("client error %v, want *ConflictError{5}", err)
@@ -90,13 +91,13 @@ func TestStatus409(t *testing.T) {
 
 func TestStatus404(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/unknown")
-	l.tree.grow(1)
-	code, _, body := e.post(request(0, nil, l.note(t, 1, nil)))
+	l := journaltest.NewLog(t, "log.example/unknown")
+	l.Tree.Grow(1)
+	code, _, body := e.post(request(0, nil, l.Note(t, 1, nil)))
 	if code != 404 {
 		t.Fatalf("unknown origin: %d %q", code, body)
 	}
-	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.note(t, 1, nil))
+	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.Note(t, 1, nil))
 	if !errors.Is(err, ErrUnknownLog) {
 		t.Fatalf("client: %v", err)
 	}
@@ -108,20 +109,20 @@ func TestStatus404(t *testing.T) {
 
 func TestStatus403(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(3)
+	l.Tree.Grow(3)
 	ctx := context.Background()
 
 	// Signed by a key with the log's name that the witness does not know.
-	impostor := newTestLog(t, l.origin)
-	impostor.tree = l.tree
-	if code, _, body := e.post(request(0, nil, impostor.note(t, 3, nil))); code != 403 {
+	impostor := journaltest.NewLog(t, l.Origin)
+	impostor.Tree = l.Tree
+	if code, _, body := e.post(request(0, nil, impostor.Note(t, 3, nil))); code != 403 {
 		t.Errorf("unknown key: %d %q", code, body)
 	}
 
 	// A signature line of the known key that does not verify.
-	good := l.note(t, 3, nil)
+	good := l.Note(t, 3, nil)
 	bad := tamperLastSig(t, good)
 	if code, _, body := e.post(request(0, nil, bad)); code != 403 {
 		t.Errorf("invalid signature from the known key: %d %q", code, body)
@@ -133,7 +134,7 @@ func TestStatus403(t *testing.T) {
 	}
 
 	// A removed key no longer counts.
-	if err := e.store.DelKey(ctx, l.origin, l.vkey); err != nil {
+	if err := e.store.DelKey(ctx, l.Origin, l.VKey); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.client.AddCheckpoint(ctx, 0, nil, good)
@@ -141,7 +142,7 @@ func TestStatus403(t *testing.T) {
 		t.Fatalf("removed key: %v", err)
 	}
 	// And an added one counts at once, without waiting for the cache.
-	if err := e.store.AddKey(ctx, l.origin, l.vkey); err != nil {
+	if err := e.store.AddKey(ctx, l.Origin, l.VKey); err != nil {
 		t.Fatal(err)
 	}
 	e.mustCosign(l, 0, 3)
@@ -152,19 +153,19 @@ func TestStatus403(t *testing.T) {
 // released, because the commit checks the key again.
 func TestKeyRemovedDuringRequest(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(2)
+	l.Tree.Grow(2)
 	e.w.beforeCommit = func(string) {
-		if err := e.store.DelKey(context.Background(), l.origin, l.vkey); err != nil {
+		if err := e.store.DelKey(context.Background(), l.Origin, l.VKey); err != nil {
 			t.Error(err)
 		}
 	}
-	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.note(t, 2, nil))
+	_, err := e.client.AddCheckpoint(context.Background(), 0, nil, l.Note(t, 2, nil))
 	if !errors.Is(err, ErrNotTrusted) {
 		t.Fatalf("got %v, want 403", err)
 	}
-	if li, _ := e.store.Log(context.Background(), l.origin); li.Size != 0 {
+	if li, _ := e.store.Log(context.Background(), l.Origin); li.Size != 0 {
 		t.Fatalf("state moved to %d", li.Size)
 	}
 }
@@ -182,10 +183,10 @@ func tamperLastSig(t testing.TB, n []byte) []byte {
 
 func TestStatus400(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(4)
-	n := l.note(t, 4, nil)
+	l.Tree.Grow(4)
+	n := l.Note(t, 4, nil)
 	h := base64.StdEncoding.EncodeToString(make([]byte, 32))
 	cases := []struct{ name, body string }{
 		{"empty body", ""},
@@ -224,7 +225,7 @@ func TestStatus400(t *testing.T) {
 		t.Errorf("old > size: %d %q", code, body)
 	}
 	// Nothing of this moved the state.
-	if li, _ := e.store.Log(context.Background(), l.origin); li.Size != 0 {
+	if li, _ := e.store.Log(context.Background(), l.Origin); li.Size != 0 {
 		t.Fatalf("state moved to %d", li.Size)
 	}
 	// The client refuses to send what the witness would refuse.
@@ -253,16 +254,16 @@ func TestStatus413(t *testing.T) {
 func TestStatus422(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(8)
+	l.Tree.Grow(8)
 
 	// A proof with old 0.
-	if code, _, body := e.post(request(0, l.tree.proof(4, 8), l.note(t, 8, nil))); code != 422 {
+	if code, _, body := e.post(request(0, l.Tree.Proof(4, 8), l.Note(t, 8, nil))); code != 422 {
 		t.Errorf("proof with old 0: %d %q", code, body)
 	}
 	// Size 0 with a root other than the empty root, signed by the log.
-	zero, err := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n0\n%s\n", l.origin, base64.StdEncoding.EncodeToString(make([]byte, 32)))}, l.signer)
+	zero, err := note.Sign(&note.Note{Text: fmt.Sprintf("%s\n0\n%s\n", l.Origin, base64.StdEncoding.EncodeToString(make([]byte, 32)))}, l.Signer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,31 +277,30 @@ func TestStatus422(t *testing.T) {
 
 	e.mustCosign(l, 0, 4)
 	// A proof that does not verify: from another size, and corrupted.
-	if code, _, body := e.post(request(4, l.tree.proof(3, 8), l.note(t, 8, nil))); code != 422 {
+	if code, _, body := e.post(request(4, l.Tree.Proof(3, 8), l.Note(t, 8, nil))); code != 422 {
 		t.Errorf("proof from the wrong size: %d %q", code, body)
 	}
-	p := l.tree.proof(4, 8)
+	p := l.Tree.Proof(4, 8)
 	p[0][0] ^= 1
-	if code, _, body := e.post(request(4, p, l.note(t, 8, nil))); code != 422 {
+	if code, _, body := e.post(request(4, p, l.Note(t, 8, nil))); code != 422 {
 		t.Errorf("corrupted proof: %d %q", code, body)
 	}
-	if code, _, body := e.post(request(4, nil, l.note(t, 8, nil))); code != 422 {
+	if code, _, body := e.post(request(4, nil, l.Note(t, 8, nil))); code != 422 {
 		t.Errorf("missing proof: %d %q", code, body)
 	}
 	// A proof between equal sizes.
-	if code, _, body := e.post(request(4, l.tree.proof(2, 4), l.note(t, 4, nil))); code != 422 {
+	if code, _, body := e.post(request(4, l.Tree.Proof(2, 4), l.Note(t, 4, nil))); code != 422 {
 		t.Errorf("proof between equal sizes: %d %q", code, body)
 	}
 	// The same size with another root, validly signed: a split view.
-	fork := l.tree.fork("fork")
-	fork.stored, fork.size = fork.stored[:0], 0
-	fork.grow(4)
-	forkNote := l.note(t, 4, fork)
+	fork := (&journaltest.Tree{}).Fork("fork")
+	fork.Grow(4)
+	forkNote := l.Note(t, 4, fork)
 	_, err = e.client.AddCheckpoint(ctx, 4, nil, forkNote)
 	if !errors.Is(err, ErrInconsistent) {
 		t.Fatalf("split view: %v", err)
 	}
-	if li, _ := e.store.Log(ctx, l.origin); li.Size != 4 || li.Root != l.tree.root(4) {
+	if li, _ := e.store.Log(ctx, l.Origin); li.Size != 4 || li.Root != l.Tree.Root(4) {
 		t.Fatalf("state after refusals: %d %x", li.Size, li.Root)
 	}
 	e.mustCosign(l, 4, 8)
@@ -311,26 +311,26 @@ func TestStatus422(t *testing.T) {
 func TestSplitViewEvidence(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	fork := &testTree{seed: "fork"}
-	l.tree.grow(6)
-	fork.grow(6)
+	fork := (&journaltest.Tree{}).Fork("fork")
+	l.Tree.Grow(6)
+	fork.Grow(6)
 	cosigned := e.mustCosign(l, 0, 6)
-	forkNote := l.note(t, 6, fork)
+	forkNote := l.Note(t, 6, fork)
 	for range 2 {
 		if code, _, body := e.post(request(6, nil, forkNote)); code != 422 {
 			t.Fatalf("split view: %d %q", code, body)
 		}
 	}
 	// A bad proof for a larger size is kept too, with the proof.
-	fork.grow(2)
-	badProof := fork.proof(6, 8)
-	if code, _, _ := e.post(request(6, badProof, l.note(t, 8, fork))); code != 422 {
+	fork.Grow(2)
+	badProof := fork.Proof(6, 8)
+	if code, _, _ := e.post(request(6, badProof, l.Note(t, 8, fork))); code != 422 {
 		t.Fatalf("fork with a proof from the fork: %d", code)
 	}
 
-	evs, err := e.store.Evidence(ctx, l.origin)
+	evs, err := e.store.Evidence(ctx, l.Origin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +338,12 @@ func TestSplitViewEvidence(t *testing.T) {
 		t.Fatalf("evidence = %+v", evs)
 	}
 	sv := evs[0]
-	if sv.Kind != EvidenceSplitView || sv.Size != 6 || sv.Root != fork.root(6) || sv.KnownSize != 6 || sv.KnownRoot != l.tree.root(6) || sv.Count != 2 {
+	if sv.Kind != EvidenceSplitView || sv.Size != 6 || sv.Root != fork.Root(6) || sv.KnownSize != 6 || sv.KnownRoot != l.Tree.Root(6) || sv.Count != 2 {
 		t.Errorf("split view evidence = %+v", sv)
 	}
 	// Both notes of the pair verify under the log's key: the evidence
 	// stands on its own.
-	logV, _ := checkpoint.NewVerifier(l.vkey)
+	logV, _ := checkpoint.NewVerifier(l.VKey)
 	for _, n := range [][]byte{sv.Note, sv.KnownNote} {
 		if _, err := checkpoint.Open(n, note.VerifierList(logV)); err != nil {
 			t.Errorf("evidence note does not verify: %v\n%s", err, n)
@@ -362,7 +362,7 @@ func TestSplitViewEvidence(t *testing.T) {
 	if !strings.Contains(e.logBuf.String(), "level=ERROR") || !strings.Contains(e.logBuf.String(), "split_view") {
 		t.Errorf("no error log for the split view:\n%s", e.logBuf.String())
 	}
-	li, _ := e.store.Log(ctx, l.origin)
+	li, _ := e.store.Log(ctx, l.Origin)
 	if li.Evidence != 2 {
 		t.Errorf("LogInfo.Evidence = %d", li.Evidence)
 	}
@@ -371,15 +371,15 @@ func TestSplitViewEvidence(t *testing.T) {
 func TestStatus429(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	// 1440 a day is one a minute; a burst of 2.
-	if err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 1440, Burst: 2}); err != nil {
+	if err := e.store.AddLog(ctx, LogConfig{Origin: l.Origin, Keys: []string{l.VKey}, QPD: 1440, Burst: 2}); err != nil {
 		t.Fatal(err)
 	}
-	l.tree.grow(3)
+	l.Tree.Grow(3)
 	e.mustCosign(l, 0, 1)
 	e.mustCosign(l, 1, 2)
-	resp, err := e.srv.Client().Post(e.srv.URL+"/add-checkpoint", "", bytes.NewReader(request(2, l.tree.proof(2, 3), l.note(t, 3, nil))))
+	resp, err := e.srv.Client().Post(e.srv.URL+"/add-checkpoint", "", bytes.NewReader(request(2, l.Tree.Proof(2, 3), l.Note(t, 3, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,28 +387,28 @@ func TestStatus429(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "60" {
 		t.Fatalf("over the burst: %d Retry-After %q, want 429 and 60", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	_, err = e.client.AddCheckpoint(ctx, 2, l.tree.proof(2, 3), l.note(t, 3, nil))
+	_, err = e.client.AddCheckpoint(ctx, 2, l.Tree.Proof(2, 3), l.Note(t, 3, nil))
 	var se *StatusError
 	if !errors.Is(err, ErrRateLimited) || !errors.As(err, &se) || se.RetryAfter != time.Minute {
 		t.Fatalf("client: %v", err)
 	}
 	// Requests without a valid log signature do not use the log's quota.
 	e.clock.Advance(time.Minute)
-	impostor := newTestLog(t, l.origin)
-	impostor.tree = l.tree
+	impostor := journaltest.NewLog(t, l.Origin)
+	impostor.Tree = l.Tree
 	for range 5 {
-		if code, _, _ := e.post(request(2, nil, impostor.note(t, 3, nil))); code != 403 {
+		if code, _, _ := e.post(request(2, nil, impostor.Note(t, 3, nil))); code != 403 {
 			t.Fatalf("impostor: %d", code)
 		}
 	}
 	e.mustCosign(l, 2, 3)
 	// A limit changed by the operator applies within the TTL.
-	if err := e.store.SetLimits(ctx, l.origin, MaxQPD, 100); err != nil {
+	if err := e.store.SetLimits(ctx, l.Origin, MaxQPD, 100); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Second)
-	e.post(request(3, nil, l.note(t, 3, nil))) // reads the new limits; the new rate counts from now
-	l.tree.grow(10)
+	e.post(request(3, nil, l.Note(t, 3, nil))) // reads the new limits; the new rate counts from now
+	l.Tree.Grow(10)
 	for size := uint64(3); size < 13; size++ {
 		e.clock.Advance(time.Millisecond) // 24 requests' worth at the new rate, 0 at the old
 		e.mustCosign(l, size, size+1)
@@ -423,28 +423,28 @@ func TestStatus429(t *testing.T) {
 func TestReplayedPublicCheckpointsDoNotStarveLog(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	// One a minute, a burst of 2.
-	if err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 1440, Burst: 2}); err != nil {
+	if err := e.store.AddLog(ctx, LogConfig{Origin: l.Origin, Keys: []string{l.VKey}, QPD: 1440, Burst: 2}); err != nil {
 		t.Fatal(err)
 	}
-	l.tree.grow(5)
+	l.Tree.Grow(5)
 	e.mustCosign(l, 0, 1)
 	e.mustCosign(l, 1, 2) // the burst is used up
 	e.clock.Advance(time.Minute)
-	held := l.note(t, 2, nil)
+	held := l.Note(t, 2, nil)
 	var heldLines string
 	for i := range 20 {
 		for _, r := range []struct {
 			body []byte
 			want int
 		}{
-			{request(0, nil, l.note(t, 1, nil)), 409},
-			{request(1, nil, l.note(t, 1, nil)), 409},
-			{request(2, nil, l.note(t, 1, nil)), 400},
+			{request(0, nil, l.Note(t, 1, nil)), 409},
+			{request(1, nil, l.Note(t, 1, nil)), 409},
+			{request(2, nil, l.Note(t, 1, nil)), 400},
 			{request(0, nil, held), 409},
-			{request(1, l.tree.proof(1, 2), held), 409},
-			{request(2, [][32]byte{{1}}, l.note(t, 4, nil)), 422}, // newer, bad proof
+			{request(1, l.Tree.Proof(1, 2), held), 409},
+			{request(2, [][32]byte{{1}}, l.Note(t, 4, nil)), 422}, // newer, bad proof
 		} {
 			if code, _, body := e.post(r.body); code != r.want {
 				t.Fatalf("replay %d: %d %q, want %d", i, code, body, r.want)
@@ -461,10 +461,10 @@ func TestReplayedPublicCheckpointsDoNotStarveLog(t *testing.T) {
 		heldLines = lines
 	}
 	e.mustCosign(l, 2, 3) // the log's one token for this minute
-	if code, _, body := e.post(request(3, l.tree.proof(3, 4), l.note(t, 4, nil))); code != 429 {
+	if code, _, body := e.post(request(3, l.Tree.Proof(3, 4), l.Note(t, 4, nil))); code != 429 {
 		t.Fatalf("a second advance within the minute: %d %q, want 429", code, body)
 	}
-	evs, err := e.store.Evidence(ctx, l.origin)
+	evs, err := e.store.Evidence(ctx, l.Origin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,19 +476,19 @@ func TestReplayedPublicCheckpointsDoNotStarveLog(t *testing.T) {
 
 func TestMonitoringRead(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	path := "/" + OriginHash(l.origin) + "/checkpoint"
+	path := "/" + OriginHash(l.Origin) + "/checkpoint"
 	if code, _, _ := e.get(path); code != 404 {
 		t.Fatalf("never cosigned: %d", code)
 	}
-	if _, err := e.client.LatestCheckpoint(context.Background(), l.origin); !errors.Is(err, ErrNotCosigned) {
+	if _, err := e.client.LatestCheckpoint(context.Background(), l.Origin); !errors.Is(err, ErrNotCosigned) {
 		t.Fatalf("client, never cosigned: %v", err)
 	}
-	l.tree.grow(3)
+	l.Tree.Grow(3)
 	// The submitted note carries a forged line claiming the witness's own
 	// key and a line from an unknown key: neither may be stored.
-	n := l.note(t, 3, nil)
+	n := l.Note(t, 3, nil)
 	forged := append(bytes.Clone(n), fmt.Sprintf("\u2014 %s %s\n", testWitnessName, base64.StdEncoding.EncodeToString(append(binaryKeyHash(e.cosign.KeyHash()), make([]byte, 72)...)))...)
 	forged = append(forged, "\u2014 someone.example AAAAAAAAAAA=\n"...)
 	code, _, lines := e.post(request(0, nil, forged))
@@ -503,16 +503,16 @@ func TestMonitoringRead(t *testing.T) {
 	if body != want {
 		t.Fatalf("monitoring read:\n%s\nwant the log's verified signature and the witness's only:\n%s", body, want)
 	}
-	logV, _ := checkpoint.NewVerifier(l.vkey)
+	logV, _ := checkpoint.NewVerifier(l.VKey)
 	s, err := checkpoint.Open([]byte(body), note.VerifierList(logV, e.cosign.Verifier()))
 	if err != nil || len(s.Cosignatures()) != 1 || !s.SignedBy(logV) {
 		t.Fatalf("served note does not verify: %v", err)
 	}
-	got, err := e.client.LatestCheckpoint(context.Background(), l.origin)
+	got, err := e.client.LatestCheckpoint(context.Background(), l.Origin)
 	if err != nil || string(got) != want {
 		t.Fatalf("client read: %v %q", err, got)
 	}
-	for _, p := range []string{"/" + strings.ToUpper(OriginHash(l.origin)) + "/checkpoint", "/abc/checkpoint", "/checkpoint"} {
+	for _, p := range []string{"/" + strings.ToUpper(OriginHash(l.Origin)) + "/checkpoint", "/abc/checkpoint", "/checkpoint"} {
 		if code, _, _ := e.get(p); code != 404 {
 			t.Errorf("GET %s: %d, want 404", p, code)
 		}
@@ -529,23 +529,23 @@ func binaryKeyHash(h uint32) []byte {
 // TestRestartKeepsState restarts the witness on the same file.
 func TestRestartKeepsState(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(10)
+	l.Tree.Grow(10)
 	e.mustCosign(l, 0, 10)
-	code, _, before := e.get("/" + OriginHash(l.origin) + "/checkpoint")
+	code, _, before := e.get("/" + OriginHash(l.Origin) + "/checkpoint")
 	if code != 200 {
 		t.Fatal(code)
 	}
 	e.restart()
-	code, ctype, body := e.post(request(0, nil, l.note(t, 10, nil)))
+	code, ctype, body := e.post(request(0, nil, l.Note(t, 10, nil)))
 	if code != 409 || ctype != ContentTypeTlogSize || body != "10\n" {
 		t.Fatalf("after restart: %d %q %q", code, ctype, body)
 	}
-	if _, _, after := e.get("/" + OriginHash(l.origin) + "/checkpoint"); after != before {
+	if _, _, after := e.get("/" + OriginHash(l.Origin) + "/checkpoint"); after != before {
 		t.Fatalf("monitoring read changed across restart")
 	}
-	l.tree.grow(1)
+	l.Tree.Grow(1)
 	e.mustCosign(l, 10, 11)
 }
 
@@ -569,13 +569,13 @@ func TestPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(1)
-	if _, err := c.AddCheckpoint(context.Background(), 0, nil, l.note(t, 1, nil)); err != nil {
+	l.Tree.Grow(1)
+	if _, err := c.AddCheckpoint(context.Background(), 0, nil, l.Note(t, 1, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.LatestCheckpoint(context.Background(), l.origin); err != nil {
+	if _, err := c.LatestCheckpoint(context.Background(), l.Origin); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -585,14 +585,14 @@ func TestPrefix(t *testing.T) {
 func TestOwnName(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	l := newTestLog(t, testWitnessName)
-	err := e.store.AddLog(ctx, LogConfig{Origin: l.origin, Keys: []string{l.vkey}, QPD: 10})
+	l := journaltest.NewLog(t, testWitnessName)
+	err := e.store.AddLog(ctx, LogConfig{Origin: l.Origin, Keys: []string{l.VKey}, QPD: 10})
 	if !errors.Is(err, ErrOwnName) {
 		t.Fatalf("AddLog of the witness's name: %v", err)
 	}
-	other := newTestLog(t, "log.example/x")
+	other := journaltest.NewLog(t, "log.example/x")
 	e.addLog(other)
-	skey, _, err := checkpoint.GenerateCosignerKey(rand.Reader, other.origin)
+	skey, _, err := checkpoint.GenerateCosignerKey(rand.Reader, other.Origin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,16 +618,16 @@ func TestSeveralCosigners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(2)
-	n := l.note(t, 2, nil)
+	l.Tree.Grow(2)
+	n := l.Note(t, 2, nil)
 	req, _ := ParseAddCheckpointRequest(request(0, nil, n))
 	lines, err := w.AddCheckpoint(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logV, _ := checkpoint.NewVerifier(l.vkey)
+	logV, _ := checkpoint.NewVerifier(l.VKey)
 	s, _ := checkpoint.Open(n, note.VerifierList(logV))
 	s2, err := s.WithSignatures(lines, note.VerifierList(e.cosign.Verifier(), c2.Verifier()))
 	if err != nil || len(s2.Cosignatures()) != 2 {
@@ -641,11 +641,11 @@ func TestSeveralCosigners(t *testing.T) {
 // TestMetrics checks the per-origin request and latency series.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(2)
+	l.Tree.Grow(2)
 	e.mustCosign(l, 0, 2)
-	e.post(request(0, nil, l.note(t, 2, nil)))
+	e.post(request(0, nil, l.Note(t, 2, nil)))
 	if got := testCount(t, e, `witness_add_checkpoint_requests_total{code="200",origin="log.example/a"}`); got != 1 {
 		t.Errorf("200 counter = %v", got)
 	}
@@ -709,26 +709,26 @@ func newHTTPServer(t testing.TB, h http.Handler) string {
 // cached or not.
 func TestStatus503(t *testing.T) {
 	e := newEnv(t)
-	l, fresh := newTestLog(t, "log.example/a"), newTestLog(t, "log.example/b")
+	l, fresh := journaltest.NewLog(t, "log.example/a"), journaltest.NewLog(t, "log.example/b")
 	e.addLog(l)
 	e.addLog(fresh)
-	l.tree.grow(2)
-	fresh.tree.grow(1)
+	l.Tree.Grow(2)
+	fresh.Tree.Grow(1)
 	e.mustCosign(l, 0, 1)
 	if err := e.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range [][]byte{request(1, l.tree.proof(1, 2), l.note(t, 2, nil)), request(0, nil, fresh.note(t, 1, nil))} {
+	for _, body := range [][]byte{request(1, l.Tree.Proof(1, 2), l.Note(t, 2, nil)), request(0, nil, fresh.Note(t, 1, nil))} {
 		code, _, got := e.post(body)
 		if code != 503 || got != "Service Unavailable\n" {
 			t.Errorf("closed state: %d %q, want 503 without detail", code, got)
 		}
 	}
-	_, err := e.client.AddCheckpoint(context.Background(), 1, l.tree.proof(1, 2), l.note(t, 2, nil))
+	_, err := e.client.AddCheckpoint(context.Background(), 1, l.Tree.Proof(1, 2), l.Note(t, 2, nil))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("client: %v", err)
 	}
-	if code, _, _ := e.get("/" + OriginHash(l.origin) + "/checkpoint"); code != 503 {
+	if code, _, _ := e.get("/" + OriginHash(l.Origin) + "/checkpoint"); code != 503 {
 		t.Errorf("monitoring read of closed state: %d", code)
 	}
 }
@@ -739,14 +739,14 @@ func TestStatus503(t *testing.T) {
 // file is written at most once a second whatever their number.
 func TestReplayedHeldCheckpointIsWrittenOncePerSecond(t *testing.T) {
 	e := newEnv(t)
-	l := newTestLog(t, "log.example/a")
+	l := journaltest.NewLog(t, "log.example/a")
 	e.addLog(l)
-	l.tree.grow(3)
+	l.Tree.Grow(3)
 	e.mustCosign(l, 0, 3)
 	commits := testCount(t, e, "witness_commit_group_size_count")
 	var first string
 	for i := range 50 {
-		code, _, lines := e.post(request(3, nil, l.note(t, 3, nil)))
+		code, _, lines := e.post(request(3, nil, l.Note(t, 3, nil)))
 		if code != 200 || (i > 0 && lines != first) {
 			t.Fatalf("resubmission %d: %d %q", i, code, lines)
 		}
@@ -757,7 +757,7 @@ func TestReplayedHeldCheckpointIsWrittenOncePerSecond(t *testing.T) {
 	}
 	e.clock.Advance(time.Second)
 	for range 50 {
-		if code, _, lines := e.post(request(3, nil, l.note(t, 3, nil))); code != 200 || lines == first {
+		if code, _, lines := e.post(request(3, nil, l.Note(t, 3, nil))); code != 200 || lines == first {
 			t.Fatalf("resubmission a second later: %d %q, want a fresh cosignature", code, lines)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 )
 
 func TestStoreLogManagement(t *testing.T) {
@@ -157,22 +158,22 @@ func TestCommitCheckpoint_BatchedGroupRefusesAlone(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	st := e.store
-	logs := make([]*testLog, 5)
+	logs := make([]*journaltest.Log, 5)
 	for i := range logs {
-		logs[i] = newTestLog(t, fmt.Sprintf("batch.example/%d", i))
+		logs[i] = journaltest.NewLog(t, fmt.Sprintf("batch.example/%d", i))
 		e.addLog(logs[i])
 	}
 	empty := checkpoint.EmptyRoot()
 	root := func(b byte) [32]byte { var r [32]byte; r[0] = b; return r }
-	cas := func(l *testLog, oldSize uint64, oldRoot [32]byte, newSize uint64, newRoot [32]byte) *casUpdate {
-		return &casUpdate{origin: l.origin, oldSize: oldSize, oldRoot: oldRoot, newSize: newSize, newRoot: newRoot,
-			note: []byte("note"), cosignedAt: 1, keys: []string{l.vkey}}
+	cas := func(l *journaltest.Log, oldSize uint64, oldRoot [32]byte, newSize uint64, newRoot [32]byte) *casUpdate {
+		return &casUpdate{origin: l.Origin, oldSize: oldSize, oldRoot: oldRoot, newSize: newSize, newRoot: newRoot,
+			note: []byte("note"), cosignedAt: 1, keys: []string{l.VKey}}
 	}
 	// Log 3 is at size 2 first, so that moving it to 1 is a trigger's refusal.
 	if err := st.commitCheckpoint(ctx, cas(logs[3], 0, empty, 2, root(3))); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.DelKey(ctx, logs[2].origin, logs[2].vkey); err != nil {
+	if err := st.DelKey(ctx, logs[2].Origin, logs[2].VKey); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -222,7 +223,7 @@ func TestCommitCheckpoint_BatchedGroupRefusesAlone(t *testing.T) {
 		root [32]byte
 	}{0: {1, root(10)}, 1: {0, empty}, 2: {0, empty}, 3: {2, root(3)}, 4: {7, root(14)}}
 	for i, w := range want {
-		size, r, err := st.readState(ctx, logs[i].origin)
+		size, r, err := st.readState(ctx, logs[i].Origin)
 		if err != nil || size != w.size || r != w.root {
 			t.Errorf("log %d at size %d root %x (%v), want size %d", i, size, r[:2], err, w.size)
 		}
@@ -254,23 +255,23 @@ func TestConfigGeneration_CountsConfigChangesOnly(t *testing.T) {
 		}
 		return g
 	}
-	l := newTestLog(t, "gen.example/a")
-	k2 := testVKey(t, l.origin)
+	l := journaltest.NewLog(t, "gen.example/a")
+	k2 := testVKey(t, l.Origin)
 	steps := []struct {
 		name  string
 		do    func() error
 		moves bool
 	}{
-		{"add log", func() error { return st.AddLog(ctx, LogConfig{Origin: l.origin, QPD: 10}) }, true},
-		{"add key", func() error { return st.AddKey(ctx, l.origin, l.vkey) }, true},
-		{"add second key", func() error { return st.AddKey(ctx, l.origin, k2) }, true},
-		{"remove key", func() error { return st.DelKey(ctx, l.origin, k2) }, true},
-		{"set limits", func() error { return st.SetLimits(ctx, l.origin, 20, 5) }, true},
+		{"add log", func() error { return st.AddLog(ctx, LogConfig{Origin: l.Origin, QPD: 10}) }, true},
+		{"add key", func() error { return st.AddKey(ctx, l.Origin, l.VKey) }, true},
+		{"add second key", func() error { return st.AddKey(ctx, l.Origin, k2) }, true},
+		{"remove key", func() error { return st.DelKey(ctx, l.Origin, k2) }, true},
+		{"set limits", func() error { return st.SetLimits(ctx, l.Origin, 20, 5) }, true},
 		{"cosign", func() error {
-			return st.commitCheckpoint(ctx, &casUpdate{origin: l.origin, oldRoot: checkpoint.EmptyRoot(), newSize: 1, newRoot: [32]byte{1}, note: []byte("n"), cosignedAt: 1, keys: []string{l.vkey}})
+			return st.commitCheckpoint(ctx, &casUpdate{origin: l.Origin, oldRoot: checkpoint.EmptyRoot(), newSize: 1, newRoot: [32]byte{1}, note: []byte("n"), cosignedAt: 1, keys: []string{l.VKey}})
 		}, false},
 		{"raw key insert", func() error {
-			_, err := st.wdb.ExecContext(ctx, "INSERT INTO log_keys(origin, vkey, added_at) VALUES (?, ?, 0)", l.origin, k2)
+			_, err := st.wdb.ExecContext(ctx, "INSERT INTO log_keys(origin, vkey, added_at) VALUES (?, ?, 0)", l.Origin, k2)
 			return err
 		}, true},
 	}
@@ -294,7 +295,7 @@ func TestConfigGeneration_CountsConfigChangesOnly(t *testing.T) {
 	e.restart()
 	st = e.store
 	before := gen()
-	if err := st.SetLimits(ctx, l.origin, 30, 5); err != nil {
+	if err := st.SetLimits(ctx, l.Origin, 30, 5); err != nil {
 		t.Fatal(err)
 	}
 	if gen() == before {

@@ -153,8 +153,15 @@ func (a *app) verifyCopy(ctx context.Context, path string) (backupReport, error)
 		if err != nil {
 			return rep, err
 		}
-		// verify --all's checks and verdict, without its per-run lines.
-		sum, err := store.VerifyAll(ctx, view, nil)
+		// verify --all's checks and verdict, without its per-run lines,
+		// through the page cache as verify --all reads (sqlite.Checker).
+		c, err := view.Checker(ctx)
+		if err != nil {
+			view.Close()
+			return rep, err
+		}
+		sum, err := store.VerifyAll(ctx, c, nil)
+		c.Close()
 		view.Close()
 		if err == nil {
 			err = verifyVerdict(sum)

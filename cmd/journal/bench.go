@@ -84,6 +84,8 @@ type benchOptions struct {
 	serveProfile  string // with http: the serve child's CPU profile file
 	restoreRuns   int    // --restore N (bench_restore.go)
 	restorePG     string // --restore-postgres DSN
+	proofsPG      string // --proofs-postgres DSN (bench_proofs.go)
+	proofSamples  int    // proofs of each kind per pass (hidden; tests use few)
 	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
 	rounds        int    // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
 }
@@ -143,7 +145,12 @@ page deep in the run): flat RSS across sizes is constant memory.
 through a bulk path: no records, every run row, leaf and log node) and
 measures 2000 inclusion and 2000 consistency proofs served by the store, each
 checked against the checkpoint: latency p50/p99 and node reads per proof.
-Target: p99 <= 1 ms.
+Target: p99 <= 1 ms. With --proofs-postgres DSN, the same log is built in
+tenant proofsN of schema runseal_bench_proofs of that database (or reused,
+root-checked, if an earlier run with --keep left it) and measured the same
+way, printed after the SQLite figures; the schema is dropped unless --keep.
+Beside each, the ceiling: the store's cheapest statement (the log's size),
+one round trip, timed alternately with the proofs.
 
 --restore N writes an export of N sealed runs (two records each), restores it
 into a new SQLite journal, exports that, and restores the export into another
@@ -159,6 +166,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
   journal bench --duration 5s --concurrency 1,8,64 --batch 1,16
   journal bench --throughput=false --verify-records 1000000 --json
   journal bench --throughput=false --proofs 1000000
+  journal bench --throughput=false --proofs 1000000 --proofs-postgres postgres://localhost/runseal --keep
   journal bench --throughput=false --restore 1000000 --restore-postgres postgres://localhost/runseal
   journal bench --sealed --batch 1`,
 		Args: cobra.NoArgs,
@@ -185,6 +193,12 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.proofs < 0 || o.proofs > 100_000_000 {
 				return usageErrorf("--proofs %d: must be from 0 to 100000000", o.proofs)
 			}
+			if o.proofSamples < 1 {
+				return usageErrorf("--proof-samples must be positive")
+			}
+			if o.proofsPG != "" && o.proofs == 0 {
+				return usageErrorf("--proofs-postgres needs --proofs N")
+			}
 			if o.http {
 				if !cmd.Flags().Changed("concurrency") {
 					o.concurrency = []int{64, 512}
@@ -207,6 +221,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.IntVar(&o.restoreRuns, "restore", 0, "also measure export and restore of a journal of this many sealed runs (0: skip)")
 	f.StringVar(&o.restorePG, "restore-postgres", "", "with --restore, also restore into a new tenant of this PostgreSQL database")
 	f.IntVar(&o.proofs, "proofs", 0, "also measure proofs from a log of this many sealed runs (0: skip)")
+	f.IntVar(&o.proofSamples, "proof-samples", proofSamples, "with --proofs, proofs of each kind per pass")
+	_ = f.MarkHidden("proof-samples")
+	f.StringVar(&o.proofsPG, "proofs-postgres", "", "with --proofs, also measure them on a tenant of this PostgreSQL database")
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.pipelined, "pipelined", false, "also measure the journal with its WAL flush pipelined (sqlite.Options.PipelineFlush), beside the batched ceiling; not judged")
 	f.BoolVar(&o.sealed, "sealed", false, "also measure the journal through store/sealed (a fresh file key ring, or the one --keyring names)")
@@ -288,7 +305,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	if o.proofs > 0 {
 		progress("proofs from a log of %d sealed runs", o.proofs)
-		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs); err != nil {
+		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofsPG, o.keep); err != nil {
 			return err
 		}
 	}

@@ -8,12 +8,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/runseal/runseal/internal/benchjournal"
 	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/postgres"
 	"github.com/runseal/runseal/store/sqlite"
 )
 
-// proofSamples is how many proofs of each kind --proofs measures.
+// proofSamples is how many proofs of each kind --proofs measures per pass.
 const proofSamples = 2000
 
 // proofsReport is the --proofs part of "journal bench --json".
@@ -27,13 +31,21 @@ type proofsReport struct {
 	CPUMet     bool    `json:"cpu_met"`
 	LoadBefore float64 `json:"load_before"` // 1-minute load average
 	LoadAfter  float64 `json:"load_after"`
+	// Postgres is the same measurement on the PostgreSQL store
+	// (--proofs-postgres), run after the SQLite one.
+	Postgres *proofsReport `json:"postgres,omitempty"`
 }
 
 const targetProofP99us = 1000
 
+// proofsSchema is the PostgreSQL schema --proofs-postgres builds its log
+// in, one tenant per size.
+const proofsSchema = "runseal_bench_proofs"
+
 // benchProofs builds a journal of n sealed runs in dir with the bulk path
-// and measures proofs from it through the store.
-func benchProofs(ctx context.Context, dir string, n int) (*proofsReport, error) {
+// and measures proofs from it through the store; with a pgDSN, the same
+// on a PostgreSQL tenant after.
+func benchProofs(ctx context.Context, dir string, n, k int, pgDSN string, keep bool) (*proofsReport, error) {
 	path := filepath.Join(dir, fmt.Sprintf("proofs-%d.db", n))
 	defer removeDB(path)
 	start := time.Now()
@@ -41,20 +53,55 @@ func benchProofs(ctx context.Context, dir string, n int) (*proofsReport, error) 
 	if err != nil {
 		return nil, fmt.Errorf("build a log of %d sealed runs: %w", n, err)
 	}
-	rep := &proofsReport{BuildSeconds: time.Since(start).Seconds(), TargetP99us: targetProofP99us, LoadBefore: loadAverage()}
+	build := time.Since(start).Seconds()
 	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	cp, err := s.Checkpoint(ctx)
+	rep, err := measureProofs(ctx, s, runs, tree, n, k, build)
+	if err != nil || pgDSN == "" {
+		return rep, err
+	}
+	rep.Postgres, err = benchProofsPostgres(ctx, pgDSN, n, k, keep)
+	return rep, err
+}
+
+// benchProofsPostgres builds the same log in tenant proofs<n> of schema
+// proofsSchema, or reuses it if a kept earlier run built it there (its
+// root is checked), measures, and drops the schema unless keep.
+func benchProofsPostgres(ctx context.Context, dsn string, n, k int, keep bool) (*proofsReport, error) {
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: proofsSchema, Tenant: fmt.Sprintf("proofs%d", n), Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if !keep {
+		defer s.Pool().Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{proofsSchema}.Sanitize()+" CASCADE")
+	}
+	start := time.Now()
+	l, err := s.CreateSealedLog(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("build a log of %d sealed runs on PostgreSQL: %w", n, err)
+	}
+	return measureProofs(ctx, s, l.Runs, l.Tree, n, k, time.Since(start).Seconds())
+}
+
+// measureProofs runs k proofs of each kind per pass of
+// benchjournal.ProofBench on p, whose log holds n sealed runs.
+func measureProofs(ctx context.Context, p interface {
+	benchjournal.Prover
+	Checkpoint(ctx context.Context) (store.Checkpoint, error)
+}, runs []store.RunID, tree log.NodeReader, n, k int, build float64) (*proofsReport, error) {
+	rep := &proofsReport{BuildSeconds: build, TargetP99us: targetProofP99us, LoadBefore: loadAverage()}
+	cp, err := p.Checkpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if cp.Size != uint64(n) {
 		return nil, fmt.Errorf("the built log has %d leaves, want %d", cp.Size, n)
 	}
-	if rep.ProofReport, err = benchjournal.ProofBench(ctx, s, runs, tree, cp.Size, log.Hash(cp.Root), proofSamples); err != nil {
+	if rep.ProofReport, err = benchjournal.ProofBench(ctx, p, runs, tree, cp.Size, log.Hash(cp.Root), k); err != nil {
 		return nil, err
 	}
 	rep.LoadAfter = loadAverage()
@@ -64,7 +111,14 @@ func benchProofs(ctx context.Context, dir string, n int) (*proofsReport, error) 
 }
 
 func printProofs(w io.Writer, p *proofsReport) {
-	fmt.Fprintf(w, "proofs at %d sealed runs (log built in %.1fs), load average %.2f before, %.2f after:\n", p.Size, p.BuildSeconds, p.LoadBefore, p.LoadAfter)
+	printProofTable(w, "SQLite", p)
+	if p.Postgres != nil {
+		printProofTable(w, "PostgreSQL", p.Postgres)
+	}
+}
+
+func printProofTable(w io.Writer, backend string, p *proofsReport) {
+	fmt.Fprintf(w, "%s: proofs at %d sealed runs (log built or found in %.1fs), load average %.2f before, %.2f after:\n", backend, p.Size, p.BuildSeconds, p.LoadBefore, p.LoadAfter)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\twall p50 µs\tp99 µs\tcpu p50 µs\tp99 µs\tnodes/proof\tfrom store\tstatements\tGCs\t")
 	for _, l := range []struct {
@@ -72,6 +126,9 @@ func printProofs(w io.Writer, p *proofsReport) {
 		benchjournal.ProofLatency
 	}{{"inclusion, cold cache", p.Cold.Inclusion}, {"consistency, cold cache", p.Cold.Consistency}, {"inclusion", p.Inclusion}, {"consistency", p.Consistency}} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.2f\t%d\t\n", l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.GCs)
+	}
+	if c := p.RoundTrip; c.Proofs > 0 {
+		fmt.Fprintf(tw, "ceiling: the size read\t%.0f\t%.0f\t%.0f\t%.0f\t\t\t1.00\t\t\n", c.P50us, c.P99us, c.CPUP50us, c.CPUP99us)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "target p99 <= %d µs (second pass): wall %s, cpu %s\n", targetProofP99us, metText(p.Met), metText(p.CPUMet))

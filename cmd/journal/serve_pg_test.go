@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,18 +17,7 @@ import (
 // TestServePostgres: serve runs on a postgres:// store, creating the log
 // key on first start; tokens, seals and the signed checkpoint work there.
 func TestServePostgres(t *testing.T) {
-	dsn := os.Getenv(pgtest.EnvDSN)
-	if dsn == "" {
-		if os.Getenv(pgtest.EnvSkip) == "1" {
-			t.Skipf("%s=1", pgtest.EnvSkip)
-		}
-		srv, err := pgtest.Start(context.Background())
-		if err != nil {
-			t.Fatalf("no PostgreSQL for the test (set %s=1 to skip): %v", pgtest.EnvSkip, err)
-		}
-		t.Cleanup(srv.Stop)
-		dsn = srv.DSN
-	}
+	dsn := pgtest.Single(t)
 	if !isDSN(dsn) {
 		// --store takes the URL form: a keyword/value DSN could be a path.
 		cfg, err := pgconn.ParseConfig(dsn)

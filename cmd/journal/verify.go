@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/sqlite"
 )
 
 // verifyResult is one run's verdict, as verify prints it.
@@ -41,7 +42,11 @@ what was checked, with counts; 1 means at least one check failed (or could
 not run), and the message names the run and seq, or the log node. verify
 --all checks every run even after a failure, printing one line per run
 (JSON Lines with --json, then a summary object carrying the same counts),
-and shows a progress line on stderr when stderr is a terminal.`,
+and shows a progress line on stderr when stderr is a terminal.
+
+Memory stays bounded however big the journal: runs are paged, the log is
+streamed, and a SQLite journal is read through SQLite's page cache rather
+than its memory map, so the file does not become resident in the process.`,
 		Example: `  journal verify 01J9Z8Q4W5X6Y7Z8A9B0C1D2E3
   journal verify --all
   journal verify --all --json | jq -c 'select(.ok == false)'`,
@@ -54,7 +59,12 @@ and shows a progress line on stderr when stderr is a terminal.`,
 		RunE: wrapRun(func(cmd *cobra.Command, args []string) error {
 			if all {
 				return a.withStore(cmd.Context(), func(s journalStore) error {
-					return a.verifyAll(cmd.Context(), s, asJSON)
+					c, err := wholeFileChecker(cmd.Context(), s)
+					if err != nil {
+						return err
+					}
+					defer c.Close()
+					return a.verifyAll(cmd.Context(), c, asJSON)
 				})
 			}
 			run, err := parseRunArg(args[0])
@@ -83,6 +93,32 @@ and shows a progress line on stderr when stderr is a terminal.`,
 
 // storeChecker is what verify --all needs: every run's chain, then the log.
 type storeChecker = store.AllChecker
+
+// closingChecker is a storeChecker the caller closes.
+type closingChecker interface {
+	storeChecker
+	Close() error
+}
+
+// wholeFileChecker is the checker for verify --all: a SQLite journal's own
+// (sqlite.Checker: off the memory map, so a pass over the whole file does
+// not stay resident), else the store itself, whose Close is left to the
+// caller that opened it.
+func wholeFileChecker(ctx context.Context, s journalStore) (closingChecker, error) {
+	if db, ok := s.(*sqlite.Store); ok {
+		c, err := db.Checker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return unclosed{s}, nil
+}
+
+// unclosed is a checker whose Close leaves the store open.
+type unclosed struct{ storeChecker }
+
+func (unclosed) Close() error { return nil }
 
 func (a *app) printVerify(w io.Writer, r *verifyResult, asJSON bool) error {
 	if asJSON {

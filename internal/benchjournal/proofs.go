@@ -37,6 +37,13 @@ type cacheWarmer interface {
 	WarmNodeCache(ctx context.Context) error
 }
 
+// roundTripper is a Prover that can run its cheapest statement, the log's
+// size read, as both stores can: one round trip with no proof work, the
+// ceiling a one-round-trip proof is measured beside.
+type roundTripper interface {
+	RoundTrip(ctx context.Context) error
+}
+
 // ProofLatency is one kind of proof's figures.
 type ProofLatency struct {
 	Proofs int     `json:"proofs"`
@@ -68,6 +75,12 @@ type ProofReport struct {
 	Size        uint64       `json:"size"`
 	Inclusion   ProofLatency `json:"inclusion"`
 	Consistency ProofLatency `json:"consistency"`
+	// RoundTrip is the ceiling, measured in the second pass alternately
+	// with the proofs: the store's cheapest statement (the log's size),
+	// one round trip and no proof work. A one-round-trip proof cannot beat
+	// it; on a loaded machine its p99 shows what the scheduler adds. Zero
+	// when the store cannot run it.
+	RoundTrip ProofLatency `json:"round_trip"`
 	// WarmSeconds is how long the store took to fill its node cache after
 	// the cold pass (zero: it has none to fill).
 	WarmSeconds float64 `json:"cache_fill_seconds"`
@@ -105,11 +118,24 @@ func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.Node
 		}
 		rep.WarmSeconds = time.Since(t0).Seconds()
 	}
+	rt, _ := p.(roundTripper)
+	var trips *timing
+	if rt != nil {
+		trips = &timing{wall: make([]time.Duration, 0, 2*k), cpu: make([]time.Duration, 0, 2*k)}
+		b.ceiling = func() error { return trips.measure(func() error { return rt.RoundTrip(ctx) }) }
+	}
 	if rep.Inclusion, err = b.inclusions(ctx, k); err != nil {
 		return rep, err
 	}
 	if rep.Consistency, err = b.consistencies(ctx, k); err != nil {
 		return rep, err
+	}
+	if trips != nil {
+		rep.RoundTrip = ProofLatency{Proofs: len(trips.wall), StoreReads: -1, RoundTrips: 1}
+		rep.RoundTrip.P50us, rep.RoundTrip.P99us = quantiles(trips.wall)
+		if processCPU() > 0 {
+			rep.RoundTrip.CPUP50us, rep.RoundTrip.CPUP99us = quantiles(trips.cpu)
+		}
 	}
 	return rep, nil
 }
@@ -121,6 +147,9 @@ type proofBench struct {
 	size uint64
 	root log.Hash
 	rng  *rand.Rand
+	// ceiling, when set, runs one timed round trip of the store's cheapest
+	// statement; each proof is followed by one.
+	ceiling func() error
 }
 
 // timing is the wall and CPU time of each proof of one pass, and the
@@ -188,6 +217,9 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: %w", i, err)
 		}
+		if err := b.roundTrip(); err != nil {
+			return ProofLatency{}, err
+		}
 		if inc == nil || inc.Index != uint64(i) || inc.Size != b.size {
 			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: got %+v", i, inc)
 		}
@@ -215,6 +247,9 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("consistency proof %d..%d: %w", old, b.size, err)
 		}
+		if err := b.roundTrip(); err != nil {
+			return ProofLatency{}, err
+		}
 		oldRoot, err := log.Root(ctx, b.tree, old)
 		if err != nil {
 			return ProofLatency{}, err
@@ -228,6 +263,17 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 	}
 	t.nodes = counter.take()
 	return b.finish(t, k), nil
+}
+
+// roundTrip runs the ceiling's statement once, if there is one.
+func (b *proofBench) roundTrip() error {
+	if b.ceiling == nil {
+		return nil
+	}
+	if err := b.ceiling(); err != nil {
+		return fmt.Errorf("round trip (the ceiling): %w", err)
+	}
+	return nil
 }
 
 // quantiles is the p50 and p99 of ds in microseconds; it sorts ds.

@@ -75,62 +75,75 @@ func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n i
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
+		if err := readLocks(br, at, locks, n); err != nil {
 			return err
 		}
-		got := 0
-		for rows.Next() {
-			var id string
-			var epoch int64
-			var l lease
-			if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
-				rows.Close()
-				return fmt.Errorf("lock runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok || epoch < 0 {
-				rows.Close()
-				return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
-			}
-			l.epoch = store.Epoch(epoch)
-			locks[i].lease = l
-			got++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock runs: %w", err)
-		}
-		if got != n {
-			return fmt.Errorf("lock runs: %d of %d lease rows found", got, n)
-		}
-		rows, err = br.Query()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var st runState
-			var seq int64
-			var hash []byte
-			if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
-				return fmt.Errorf("read runs: %w", err)
-			}
-			i, ok := at[id]
-			if !ok {
-				return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
-			}
-			if len(hash) != 32 || seq < 1 {
-				return &store.CorruptError{Run: run(i), Detail: "run head row is malformed"}
-			}
-			st.exists = true
-			st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
-			locks[i].run = st
-		}
-		return rows.Err()
+		return readRunStates(br, at, locks)
 	})
 	return locks, err
+}
+
+// readLocks reads the result of lockLeases into locks (at maps a run id
+// to its index), and checks that want rows were locked (want < 0: any
+// number).
+func readLocks(br pgx.BatchResults, at map[string]int, locks []locked, want int) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := 0
+	for rows.Next() {
+		var id string
+		var epoch int64
+		var l lease
+		if err := rows.Scan(&id, &l.owner, &epoch, &l.expires, &l.released, &l.now); err != nil {
+			return fmt.Errorf("lock runs: %w", err)
+		}
+		i, ok := at[id]
+		if !ok || epoch < 0 {
+			return &store.CorruptError{Detail: fmt.Sprintf("lease row %q is malformed", id)}
+		}
+		l.epoch = store.Epoch(epoch)
+		locks[i].lease = l
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("lock runs: %w", err)
+	}
+	if want >= 0 && got != want {
+		return fmt.Errorf("lock runs: %d of %d lease rows found", got, want)
+	}
+	return nil
+}
+
+// readRunStates reads the result of runStates into locks.
+func readRunStates(br pgx.BatchResults, at map[string]int, locks []locked) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var st runState
+		var seq int64
+		var hash []byte
+		if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
+			return fmt.Errorf("read runs: %w", err)
+		}
+		i, ok := at[id]
+		if !ok {
+			return &store.CorruptError{Detail: fmt.Sprintf("run row %q is malformed", id)}
+		}
+		if len(hash) != 32 || seq < 1 {
+			return &store.CorruptError{Detail: fmt.Sprintf("run %s's head row is malformed", id)}
+		}
+		st.exists = true
+		st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
+		locks[i].run = st
+	}
+	return rows.Err()
 }
 
 func scanRunState(row pgx.Row, run store.RunID) (runState, error) {
@@ -291,7 +304,7 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 	}
 	var stmts []stmt
 	for _, r := range p.prepared {
-		caseID, effect := recordCols(r)
+		caseID, effect := recordColumns(r)
 		b.Queue(s.q.insertRecord, s.tenant, id, int64(r.Seq), r.Kind, caseID, effect, r.PrevHash[:], r.Hash[:], r.Raw)
 		st := stmt{}
 		if r.Kind == store.KindEffectStarted {
@@ -325,7 +338,7 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 	}
 }
 
-func recordCols(r store.Prepared) (*string, []byte) {
+func recordColumns(r store.Prepared) (*string, []byte) {
 	var caseID *string
 	if !r.Case.IsZero() {
 		c := r.Case.String()
@@ -344,26 +357,20 @@ func recordCols(r store.Prepared) (*string, []byte) {
 // A constraint violation cannot be pinned on a plan here; the caller
 // writes the group again with queue, statement by statement, to find it.
 func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
-	var (
-		recRuns, recKinds            []string
-		seqs                         []int64
-		cases                        []*string
-		effects, prevs, hashes, raws [][]byte
-		newRuns, upRuns              runRows
-	)
+	var c recordCols
+	for _, p := range plans {
+		c.add(p)
+	}
+	b.Queue(s.q.insertRecords, s.tenant, c.run, c.seq, c.kind, c.caseID, c.effect, c.prev, c.hash, c.raw)
+	s.queueRuns(plans, b)
+}
+
+// queueRuns queues what queueMany writes besides the records: admission
+// claims and run rows.
+func (s *Store) queueRuns(plans []*appendPlan, b *pgx.Batch) {
+	var newRuns, upRuns runRows
 	for _, p := range plans {
 		id := p.run.String()
-		for _, r := range p.prepared {
-			caseID, effect := recordCols(r)
-			recRuns = append(recRuns, id)
-			seqs = append(seqs, int64(r.Seq))
-			recKinds = append(recKinds, r.Kind)
-			cases = append(cases, caseID)
-			effects = append(effects, effect)
-			prevs = append(prevs, r.PrevHash[:])
-			hashes = append(hashes, r.Hash[:])
-			raws = append(raws, r.Raw)
-		}
 		for _, k := range p.claims {
 			b.Queue(s.q.claimAdmission, s.tenant, k, id)
 		}
@@ -373,12 +380,35 @@ func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
 			newRuns.add(id, p)
 		}
 	}
-	b.Queue(s.q.insertRecords, s.tenant, recRuns, seqs, recKinds, cases, effects, prevs, hashes, raws)
 	if len(newRuns.run) > 0 {
 		b.Queue(s.q.insertRuns, newRuns.args(s.tenant)...)
 	}
 	if len(upRuns.run) > 0 {
 		b.Queue(s.q.updateRuns, upRuns.args(s.tenant)...)
+	}
+}
+
+// recordCols are the records of plans as column arrays, in plan order.
+type recordCols struct {
+	run, kind          []string
+	seq                []int64
+	caseID             []*string
+	effect, prev, hash [][]byte
+	raw                [][]byte
+}
+
+func (c *recordCols) add(p *appendPlan) {
+	id := p.run.String()
+	for _, r := range p.prepared {
+		caseID, effect := recordColumns(r)
+		c.run = append(c.run, id)
+		c.seq = append(c.seq, int64(r.Seq))
+		c.kind = append(c.kind, r.Kind)
+		c.caseID = append(c.caseID, caseID)
+		c.effect = append(c.effect, effect)
+		c.prev = append(c.prev, r.PrevHash[:])
+		c.hash = append(c.hash, r.Hash[:])
+		c.raw = append(c.raw, r.Raw)
 	}
 }
 

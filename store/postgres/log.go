@@ -203,18 +203,11 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, s.readErr("inclusion proof of run "+run.String(), err)
 	}
-	size, err := store.ProofSize(in.size, at)
+	inc, err := in.Inclusion(ctx, run, at, s.proofReader(in.Size, in.Ahead))
 	if err != nil {
-		return nil, err
+		return nil, s.readErr("inclusion proof of run "+run.String(), err)
 	}
-	if !in.sealed || in.index >= size {
-		return nil, nil
-	}
-	p, err := log.InclusionProof(ctx, s.proofReader(in.size, in.ahead), in.index, size)
-	if err != nil {
-		return nil, s.readErr("inclusion proof of run "+run.String(), fmt.Errorf("inclusion proof of run %s: %w", run, err))
-	}
-	return &store.Inclusion{Index: in.index, Size: size, Leaf: store.Digest(in.leaf), Proof: store.Digests(p)}, nil
+	return inc, nil
 }
 
 // LogPositions implements store.Journal, in one query for all the runs.

@@ -99,8 +99,10 @@ type Store struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 
-	nodeCache *log.NodeCache // upper log nodes, for proofs and roots; see proofread.go
-	trips     atomic.Uint64  // database round trips of proofs; see proofread.go
+	nodeCache    *log.NodeCache // upper log nodes, for proofs and roots; see proofread.go
+	trips        atomic.Uint64  // database round trips of proofs; see proofread.go
+	inLogSQL     atomic.Pointer[floorSQL]
+	sizeNodesSQL sizeNodesStatements
 	// fills is the context of the node cache's background fill, cancelled
 	// by Close so that no fill reads the pool after it.
 	fills    context.Context

@@ -15,8 +15,8 @@ type queries struct {
 	insertRecords, insertRuns, updateRuns                      string
 	updateLease, renewLease, releaseLease, abandoned           string
 	requestCancel, cancellation                                string
-	logNext, sealRun, logSize, readNodes, writeNodes           string
-	runInLog, sizeNodes                                        string
+	logNext, logSize, readNodes, writeNodes                    string
+	sealRuns                                                   string
 	caseRuns                                                   string
 	head, records, verifyRun, caseHistory, waiting             string
 	byOutcome, countOutcome, admittedAs, forget                string
@@ -90,11 +90,12 @@ func newQueries(schema string) queries {
 		// and an aborted group gives its indexes back with its rollback.
 		logNext: f(`INSERT INTO {S}.logs AS l (tenant, size) VALUES($1, $2::bigint)
 			ON CONFLICT (tenant) DO UPDATE SET size = l.size + $2::bigint RETURNING size - $2::bigint`),
-		sealRun: f(`UPDATE {S}.runs SET sealed_outcome = $3, sealed_at = clock_timestamp(), log_index = $4, leaf = head_hash
-			WHERE tenant = $1 AND run = $2 AND sealed_outcome IS NULL AND head_hash = $5`),
+		// The multi-row form: the group's seals in one statement, each run
+		// matched by its primary key.
+		sealRuns: f(`UPDATE {S}.runs AS r SET sealed_outcome = u.outcome, sealed_at = clock_timestamp(), log_index = u.idx, leaf = r.head_hash
+			FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bytea[]) AS u(run, outcome, idx, leaf)
+			WHERE r.tenant = $1 AND r.run = u.run AND r.sealed_outcome IS NULL AND r.head_hash = u.leaf`),
 		logSize:   f(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0)`),
-		runInLog:  f(qRunInLog),
-		sizeNodes: f(qSizeNodes),
 		readNodes: f(`SELECT level, idx, hash FROM {S}.log_nodes WHERE tenant = $1 AND (level, idx) IN (SELECT * FROM unnest($2::int[], $3::bigint[]))`),
 		// A node rewritten with its own hash stays; with another hash the
 		// CASE yields NULL and the NOT NULL constraint fails the seal.

@@ -133,26 +133,21 @@ func (s *Store) writeSeals(ctx context.Context, x *session, reqs []*sealReq) err
 	if first < 0 {
 		return &store.CorruptError{Detail: "negative log size"}
 	}
-	b := &pgx.Batch{}
+	// One statement for the group: under the runs' locks each matches its
+	// row, so fewer rows than seals cannot happen; if it does, no leaf may
+	// enter the log without its run.
+	ids, outcomes := make([]string, len(reqs)), make([]string, len(reqs))
+	idxs, heads := make([]int64, len(reqs)), make([][]byte, len(reqs))
 	leaves := make([]log.Hash, len(reqs))
 	for i, r := range reqs {
-		b.Queue(s.q.sealRun, s.tenant, r.run.String(), r.outcome, first+int64(i), r.leaf[:])
+		ids[i], outcomes[i], idxs[i], heads[i] = r.run.String(), r.outcome, first+int64(i), r.leaf[:]
 		leaves[i] = log.Hash(r.leaf)
 	}
-	br := x.conn.SendBatch(ctx, b)
-	for _, r := range reqs {
-		tag, err := br.Exec()
-		if err == nil && tag.RowsAffected() != 1 {
-			// Under the run's lock this cannot happen; if it does, no
-			// leaf may enter the log without its run.
-			err = fmt.Errorf("seal of run %s matched %d rows", r.run, tag.RowsAffected())
-		}
-		if err != nil {
-			br.Close()
-			return notWritten(fmt.Errorf("seal: %w", err))
-		}
+	tag, err := x.conn.Exec(ctx, s.q.sealRuns, s.tenant, ids, outcomes, idxs, heads)
+	if err == nil && tag.RowsAffected() != int64(len(reqs)) {
+		err = fmt.Errorf("seal of %d runs from run %s matched %d rows", len(reqs), reqs[0].run, tag.RowsAffected())
 	}
-	if err := br.Close(); err != nil {
+	if err != nil {
 		return notWritten(fmt.Errorf("seal: %w", err))
 	}
 	cb := &pgx.Batch{}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"fmt"
 
 	"github.com/runseal/runseal/store"
@@ -22,30 +21,12 @@ func (s *Store) ScanRuns(ctx context.Context, pg *store.RunsPage, after store.Ru
 	if maxBytes < 1 {
 		return &store.InvalidArgumentError{Field: "max_bytes", Detail: fmt.Sprintf("%d is not positive", maxBytes)}
 	}
-	// An export reads the whole file once. Through the read pool's memory
-	// map every page it touched would stay resident in the process (a
-	// journal of a million runs: a gigabyte of RSS); through the pager's
-	// own small cache it costs a copy per page. The connection gets its
-	// map back before it returns to the pool.
-	conn, err := s.rdb.Conn(ctx)
+	// An export reads the whole file once: off the pool's memory map.
+	conn, release, err := s.pageCacheConn(ctx)
 	if err != nil {
 		return fmt.Errorf("scan runs: %w", err)
 	}
-	defer conn.Close()
-	var mmap int64
-	if err := conn.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&mmap); err != nil {
-		return fmt.Errorf("scan runs: %w", err)
-	}
-	if mmap > 0 {
-		if _, err := conn.ExecContext(ctx, `PRAGMA mmap_size = 0`); err != nil {
-			return fmt.Errorf("scan runs: %w", err)
-		}
-		defer func() {
-			if _, err := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA mmap_size = %d`, mmap)); err != nil {
-				conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool without its map
-			}
-		}()
-	}
+	defer release()
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("scan runs: %w", err)

@@ -179,18 +179,7 @@ func (s *Store) inclusion(ctx context.Context, run store.RunID, at *uint64) (*st
 	if err != nil {
 		return nil, err
 	}
-	size, err := store.ProofSize(in.size, at)
-	if err != nil {
-		return nil, err
-	}
-	if !in.sealed || in.index >= size {
-		return nil, nil
-	}
-	p, err := log.InclusionProof(ctx, s.proofReader(in.size, in.ahead), in.index, size)
-	if err != nil {
-		return nil, fmt.Errorf("inclusion proof of run %s: %w", run, err)
-	}
-	return &store.Inclusion{Index: in.index, Size: size, Leaf: store.Digest(in.leaf), Proof: store.Digests(p)}, nil
+	return in.Inclusion(ctx, run, at, s.proofReader(in.Size, in.Ahead))
 }
 
 // LogPositions implements store.Journal, in one read snapshot with one query

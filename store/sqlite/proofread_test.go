@@ -5,9 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/mod/sumdb/tlog"
-
-	"github.com/runseal/runseal/log"
+	"github.com/runseal/runseal/store/storetest"
 )
 
 // TestProofs_OneStatementPerInclusion: with the node cache warm, an
@@ -37,57 +35,5 @@ func TestProofs_OneStatementPerInclusion(t *testing.T) {
 	if f := s.nodeCache().Floor(); f != 2 {
 		t.Fatalf("cache floor %d, want 2 (the test's premise)", f)
 	}
-	roots := map[uint64]tlog.Hash{}
-	root := func(size uint64) tlog.Hash {
-		if h, ok := roots[size]; ok {
-			return h
-		}
-		h, err := log.Root(ctx, tree, size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		roots[size] = tlog.Hash(h)
-		return roots[size]
-	}
-	stmts := func(what string, want uint64, fn func() error) {
-		t.Helper()
-		before := s.ProofRoundTrips()
-		if err := fn(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if got := s.ProofRoundTrips() - before; got != want {
-			t.Fatalf("%s: %d statements, want %d", what, got, want)
-		}
-	}
-	for i, run := range runs {
-		for _, at := range []uint64{n, uint64(i) + 1, uint64(i) + 2, 513, 1000} {
-			if at <= uint64(i) || at > n {
-				continue
-			}
-			stmts("inclusion", 1, func() error {
-				inc, err := s.InclusionProofAt(ctx, run, at)
-				if err != nil || inc == nil {
-					t.Fatalf("inclusion of run %d at %d: %+v %v", i, at, inc, err)
-				}
-				p := make(tlog.RecordProof, len(inc.Proof))
-				for k, d := range inc.Proof {
-					p[k] = tlog.Hash(d)
-				}
-				return tlog.CheckRecord(p, int64(at), root(at), int64(i), tlog.RecordHash(inc.Leaf[:]))
-			})
-		}
-	}
-	for old := uint64(1); old < n; old++ {
-		stmts("consistency", 2, func() error {
-			proof, err := s.ConsistencyProof(ctx, old, n)
-			if err != nil {
-				t.Fatalf("consistency %d..%d: %v", old, n, err)
-			}
-			p := make(tlog.TreeProof, len(proof))
-			for k, d := range proof {
-				p[k] = tlog.Hash(d)
-			}
-			return tlog.CheckTree(p, n, root(n), int64(old), root(old))
-		})
-	}
+	storetest.CheckProofStatements(t, s, runs, tree, 1, 2)
 }

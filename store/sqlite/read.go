@@ -112,6 +112,11 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, fmt.Errorf("verify run %s: %w", run, err)
 	}
 	defer tx.Rollback()
+	return s.verifyTx(ctx, tx, run)
+}
+
+// verifyTx is Verify inside the caller's read transaction.
+func (s *Store) verifyTx(ctx context.Context, tx *sql.Tx, run store.RunID) (store.Digest, error) {
 	st, err := s.loadRun(ctx, tx, run)
 	if err != nil {
 		return store.Digest{}, err
@@ -295,6 +300,11 @@ func (s *Store) RecentRunsFrom(ctx context.Context, source string, after *store.
 
 // RunsByID implements store.Journal.
 func (s *Store) RunsByID(ctx context.Context, after *store.RunID, limit int) ([]store.RunID, error) {
+	return s.runsByID(ctx, s.rdb, after, limit)
+}
+
+// runsByID is RunsByID on q (the read pool, or a Checker's connection).
+func (s *Store) runsByID(ctx context.Context, q querier, after *store.RunID, limit int) ([]store.RunID, error) {
 	if err := store.ValidateLimit(limit); err != nil {
 		return nil, err
 	}
@@ -302,7 +312,12 @@ func (s *Store) RunsByID(ctx context.Context, after *store.RunID, limit int) ([]
 	if after != nil {
 		cursor = after.String()
 	}
-	return s.listRuns(ctx, `SELECT run FROM runs WHERE tenant=? AND run > ? ORDER BY run LIMIT ?`, s.tenant, cursor, limit)
+	rows, err := q.QueryContext(ctx, `SELECT run FROM runs WHERE tenant=? AND run > ? ORDER BY run LIMIT ?`, s.tenant, cursor, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return store.CollectRows(rows, scanRun)
 }
 
 // CaseHistory implements store.Journal.

@@ -84,6 +84,9 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 			if err != nil {
 				return err
 			}
+			if err := b.CheckLeaf(leaf); err != nil {
+				return err
+			}
 			out[i] = leaf
 			if fresh {
 				leaves = append(leaves, log.Hash(leaf))

@@ -16,10 +16,15 @@ func (s *Store) VerifyLog(ctx context.Context) (store.LogReport, error) {
 	var rep store.LogReport
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		rep, err = store.AuditLog(ctx, logSource{nodes: s.reader(tx), s: s, tx: tx}, s.Origin())
+		rep, err = s.verifyLogTx(ctx, tx)
 		return err
 	})
 	return rep, err
+}
+
+// verifyLogTx is VerifyLog in the caller's read transaction.
+func (s *Store) verifyLogTx(ctx context.Context, tx *sql.Tx) (store.LogReport, error) {
+	return store.AuditLog(ctx, logSource{nodes: s.reader(tx), s: s, tx: tx}, s.Origin())
 }
 
 // logSource is store.LogSource over one read transaction.

@@ -119,13 +119,17 @@ func checkBulkRefusalWritesNothing(t *T) {
 	if !errors.Is(err, store.ErrFenced) {
 		t.Errorf("bulk seal with a fenced member: %v, want ErrFenced", err)
 	}
+	// A seal expecting another leaf than its run's head (a restore whose
+	// replayed run is not the one the export's log holds) refuses the bulk.
+	_, err = bw.SealBulk(t.ctx, []store.BulkSeal{{Run: ok1, Epoch: 1, Outcome: "succeeded"}, {Run: leasedRun, Epoch: ll.Epoch, Outcome: "succeeded", Leaf: store.Sum([]byte("another leaf"))}})
+	expect[*store.InvalidArgumentError](t, err, "bulk seal expecting another leaf")
 	if cp, err := j.Checkpoint(t.ctx); err != nil || cp.Size != 0 {
 		t.Errorf("refused bulk seals grew the log: %+v %v", cp, err)
 	}
 	if ps, err := j.LogPositions(t.ctx, []store.RunID{ok1}); err != nil || ps[0] != nil {
 		t.Errorf("a refused bulk seal sealed its other run: %+v %v", ps, err)
 	}
-	if leaves, err := bw.SealBulk(t.ctx, []store.BulkSeal{{Run: leasedRun, Epoch: ll.Epoch, Outcome: "succeeded"}, {Run: ok1, Epoch: 1, Outcome: "succeeded"}}); err != nil || len(leaves) != 2 {
+	if leaves, err := bw.SealBulk(t.ctx, []store.BulkSeal{{Run: leasedRun, Epoch: ll.Epoch, Outcome: "succeeded"}, {Run: ok1, Epoch: 1, Outcome: "succeeded", Leaf: t.head(j, ok1).Hash}}); err != nil || len(leaves) != 2 {
 		t.Errorf("bulk seal under the lease's epoch: %v %v", leaves, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/disclosure/internal/tamper"
 )
 
 const (
@@ -36,23 +37,9 @@ type vectors struct {
 	Policy        string `json:"policy"`
 	DisclosureKey string `json:"disclosure_key"`
 	Tampered      []struct {
-		Name  string `json:"name"`
-		Edits []struct {
-			Line   int    `json:"line"`
-			From   string `json:"from"`
-			To     string `json:"to"`
-			Delete bool   `json:"delete"`
-			Insert string `json:"insert"`
-		} `json:"edits"`
+		Name  string        `json:"name"`
+		Edits []tamper.Edit `json:"edits"`
 	} `json:"tampered"`
-}
-
-func lines(b []byte) [][]byte {
-	ls := bytes.SplitAfter(b, []byte("\n"))
-	if len(ls) > 0 && len(ls[len(ls)-1]) == 0 {
-		ls = ls[:len(ls)-1]
-	}
-	return ls
 }
 
 // seeds returns the genuine package vector, its tampered variants and the
@@ -71,29 +58,9 @@ func seeds(t testing.TB) (genuine []byte, tampered [][]byte, opts disclosure.Opt
 		t.Fatal(err)
 	}
 	for _, c := range vf.Tampered {
-		ls := lines(genuine)
-		del := map[int]bool{}
-		ins := map[int][]byte{}
-		for _, e := range c.Edits {
-			i := e.Line - 1
-			switch {
-			case e.Insert != "":
-				ins[i] = append(ins[i], e.Insert...)
-			case e.Delete:
-				del[i] = true
-			default:
-				if !bytes.Contains(ls[i], []byte(e.From)) {
-					t.Fatalf("%s: line %d has no %q", c.Name, e.Line, e.From)
-				}
-				ls[i] = bytes.Replace(ls[i], []byte(e.From), []byte(e.To), 1)
-			}
-		}
-		var out []byte
-		for i := 0; i <= len(ls); i++ {
-			out = append(out, ins[i]...)
-			if i < len(ls) && !del[i] {
-				out = append(out, ls[i]...)
-			}
+		out, err := tamper.Apply(genuine, c.Edits)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
 		}
 		tampered = append(tampered, out)
 	}
@@ -138,7 +105,7 @@ func TestSeedsReachTheChecks(t *testing.T) {
 func FuzzVerify(f *testing.F) {
 	genuine, tampered, opts := seeds(f)
 	known := map[string]bool{}
-	for _, l := range lines(genuine) {
+	for _, l := range tamper.Lines(genuine) {
 		known[string(l)] = true
 	}
 	f.Add(genuine)
@@ -155,7 +122,7 @@ func FuzzVerify(f *testing.F) {
 			if len(rep.Findings) > 0 || len(rep.Unverifiable) > 0 || !rep.Complete {
 				t.Fatalf("sound with findings or incomplete: %+v", rep)
 			}
-			for _, l := range lines(in) {
+			for _, l := range tamper.Lines(in) {
 				if bytes.HasPrefix(l, []byte(`{"index":`)) && !known[string(l)] {
 					t.Fatalf("a sealed run block not in the genuine package verified: %q", l)
 				}

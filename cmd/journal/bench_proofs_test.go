@@ -1,0 +1,37 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/runseal/runseal/internal/pgtest"
+)
+
+// TestBenchProofs: "journal bench --proofs N --proofs-postgres DSN" measures
+// proofs on both stores from the same log, each proof checked against the
+// checkpoint, with the round-trip ceiling beside them, and reports them in
+// one JSON document; --proofs-postgres alone is a usage error.
+func TestBenchProofs(t *testing.T) {
+	expect(t, cli(t, "", "", "bench", "--proofs-postgres", "postgres://localhost/x"), exitUsage, "--proofs-postgres needs --proofs")
+	dsn := pgtest.Single(t)
+	r := cli(t, "", "", "bench", "--json", "--throughput=false", "--dir", t.TempDir(), "--proofs", "300", "--proof-samples", "200", "--proofs-postgres", dsn)
+	expect(t, r, exitOK)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bench --json is not one JSON document: %v\n%s", err, r.stdout)
+	}
+	if rep.Proofs == nil || rep.Proofs.Postgres == nil {
+		t.Fatalf("no proofs on both stores: %s", r.stdout)
+	}
+	for name, p := range map[string]*proofsReport{"sqlite": rep.Proofs, "postgres": rep.Proofs.Postgres} {
+		if p.Size != 300 || p.Inclusion.Proofs != 200 || p.Consistency.Proofs != 200 {
+			t.Errorf("%s: size %d, %d and %d proofs", name, p.Size, p.Inclusion.Proofs, p.Consistency.Proofs)
+		}
+		if p.Inclusion.P50us <= 0 || p.Inclusion.NodeReads <= 0 || p.Inclusion.RoundTrips < 1 {
+			t.Errorf("%s inclusion: %+v", name, p.Inclusion)
+		}
+		if p.RoundTrip.Proofs != 400 || p.RoundTrip.P50us <= 0 {
+			t.Errorf("%s ceiling: %+v", name, p.RoundTrip)
+		}
+	}
+}
