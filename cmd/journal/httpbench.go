@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -36,98 +35,14 @@ type httpBenchPoint struct {
 	// Rounds are the saturated rounds, journal serve and the peer
 	// alternating (the peer first in every other round), each with the
 	// machine's load when it started.
-	Rounds []httpRound `json:"rounds"`
-	Store  measurement `json:"store_ceiling"`
+	Rounds []appendload.Round `json:"rounds"`
+	Store  measurement        `json:"store_ceiling"`
 	// Ratio is the saturated HTTP rate over the in-process store's rate at
 	// the same concurrency: what HTTP, auth and JSON cost.
 	Ratio float64 `json:"ratio"`
 	// Tessera is the peer at the same client count, measured right after
 	// journal serve in the same run (with --tessera-posix).
 	Tessera *peerPoint `json:"tessera_posix,omitempty"`
-}
-
-// httpRound is one saturated round of both servers at one client count.
-type httpRound struct {
-	Journal   float64 `json:"journal_per_sec"`
-	Peer      float64 `json:"tessera_posix_per_sec,omitempty"`
-	PeerFirst bool    `json:"tessera_first,omitempty"`
-	Load      float64 `json:"load_average"` // 1 minute, when the round started
-}
-
-// httpMeasured is what httpRounds measured at one client count: each
-// side's median saturated round and its open loop, and the rounds.
-type httpMeasured struct {
-	journalMax, journalOpen appendload.Result
-	peerMax, peerOpen       appendload.Result
-	rounds                  []httpRound
-}
-
-// httpRounds measures journal serve (and the peer, when peer.AddURL is
-// set) saturated in n rounds, alternating which goes first so that neither
-// always meets the machine's later load (or the other's leftovers: its
-// files, its idle connections, the garbage of the load generator), then
-// each open loop once at 80% of its own median saturated rate.
-func (a *app) httpRounds(ctx context.Context, journal, peer appendload.Config, n int) (httpMeasured, error) {
-	var jr, pr []appendload.Result
-	rounds := make([]httpRound, n)
-	for i := range rounds {
-		rd := &rounds[i]
-		rd.Load = loadAverage()
-		rd.PeerFirst = peer.AddURL != "" && i%2 == 1
-		order := []bool{false, true} // is the peer
-		if rd.PeerFirst {
-			order = []bool{true, false}
-		}
-		for _, isPeer := range order {
-			if isPeer && peer.AddURL == "" {
-				continue
-			}
-			cfg := journal
-			if isPeer {
-				cfg = peer
-			}
-			a.log.Info("bench --http: saturated round", "clients", cfg.Clients, "round", i+1, "tessera", isPeer)
-			res, err := appendload.Run(ctx, cfg)
-			if err != nil {
-				return httpMeasured{}, err
-			}
-			if isPeer {
-				rd.Peer = res.Throughput
-				pr = append(pr, res)
-			} else {
-				rd.Journal = res.Throughput
-				jr = append(jr, res)
-			}
-		}
-	}
-	m := httpMeasured{journalMax: medianResult(jr), peerMax: medianResult(pr), rounds: rounds}
-	open := func(cfg appendload.Config, max appendload.Result) (appendload.Result, error) {
-		if cfg.Rate = 0.8 * max.Throughput; cfg.Rate <= 0 {
-			return appendload.Result{}, nil
-		}
-		return appendload.Run(ctx, cfg)
-	}
-	var err error
-	if m.journalOpen, err = open(journal, m.journalMax); err != nil {
-		return m, err
-	}
-	if peer.AddURL != "" {
-		if m.peerOpen, err = open(peer, m.peerMax); err != nil {
-			return m, err
-		}
-	}
-	return m, nil
-}
-
-// medianResult is the result of median throughput (the upper one of an
-// even count).
-func medianResult(rs []appendload.Result) appendload.Result {
-	if len(rs) == 0 {
-		return appendload.Result{}
-	}
-	s := slices.Clone(rs)
-	slices.SortFunc(s, func(x, y appendload.Result) int { return cmp.Compare(x.Throughput, y.Throughput) })
-	return s[len(s)/2]
 }
 
 // peerPoint is a peer log driven the same way: the same clients, record
@@ -211,20 +126,16 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 		p.Store = r.summarize()
 		journal := appendload.Config{BaseURL: base, Token: token, Clients: c, Duration: o.duration, Payload: o.payload}
 		peer := appendload.Config{AddURL: tesseraAdd, Clients: c, Duration: o.duration, Payload: o.payload}
-		m, err := a.httpRounds(ctx, journal, peer, rounds)
+		m, err := appendload.Compare(ctx, journal, peer, rounds, loadAverage, func(round int, isPeer bool) {
+			a.log.Info("bench --http: saturated round", "clients", c, "round", round, "tessera", isPeer)
+		})
 		if err != nil {
 			return err
 		}
-		p.Max, p.Open, p.Rounds = m.journalMax, m.journalOpen, m.rounds
+		p.Max, p.Open, p.Rounds = m.Max, m.Open, m.Rounds
 		p.Ratio = ratio(p.Max.Throughput, p.Store.RecordsPerSec)
 		if tesseraAdd != "" {
-			p.Tessera = &peerPoint{Max: m.peerMax, Open: m.peerOpen, Ratio: ratio(p.Max.Throughput, m.peerMax.Throughput)}
-			var rs []float64
-			for _, rd := range p.Rounds {
-				rs = append(rs, ratio(rd.Journal, rd.Peer))
-			}
-			slices.Sort(rs)
-			p.Tessera.RoundRatio = rs[len(rs)/2]
+			p.Tessera = &peerPoint{Max: m.PeerMax, Open: m.PeerOpen, Ratio: ratio(p.Max.Throughput, m.PeerMax.Throughput), RoundRatio: m.RoundRatio()}
 		}
 		rep.Points = append(rep.Points, p)
 	}
