@@ -391,34 +391,3 @@ func metText(ok bool) string {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// The names below keep httpbench.go, bench_proofs.go and bench_scale.go
-// as they were; the logic is benchappend's.
-
-func benchFields(payload int) []byte              { return benchappend.Fields(payload) }
-func benchRecordBytes(fields []byte) (int, error) { return benchappend.RecordBytes(fields) }
-func ratio(x, y float64) float64                  { return benchappend.Ratio(x, y) }
-func removeDB(path string)                        { benchappend.RemoveDB(path) }
-
-// workload is a benchappend.Workload under its old field names.
-type workload struct {
-	steps []func() (int, error)
-	close func()
-}
-
-func journalWorkload(ctx context.Context, dir string, c, b int, fields []byte) (*workload, error) {
-	w, err := benchappend.JournalWorkload(ctx, dir, c, b, fields, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &workload{steps: w.Steps, close: w.Close}, nil
-}
-
-type sliceResult struct{ benchappend.SliceResult }
-
-func (r sliceResult) summarize() measurement { return r.Summarize() }
-
-func runSlice(steps []func() (int, error), d time.Duration) (sliceResult, error) {
-	r, err := benchappend.RunSlice(steps, d)
-	return sliceResult{r}, err
-}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
@@ -40,7 +41,7 @@ func benchErase(ctx context.Context, dir string, ring keyring.Ring, n int) (*era
 	if err != nil {
 		return nil, err
 	}
-	defer removeDB(path)
+	defer benchappend.RemoveDB(path)
 	defer s.Close()
 	j := sealed.New(s, ring, sealed.Options{})
 	res := &eraseBench{Records: n, Load: [2]float64{loadAverage(), 0}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/internal/benchjournal"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -47,7 +48,7 @@ const proofsSchema = "runseal_bench_proofs"
 // on a PostgreSQL tenant after.
 func benchProofs(ctx context.Context, dir string, n, k int, pgDSN string, keep bool) (*proofsReport, error) {
 	path := filepath.Join(dir, fmt.Sprintf("proofs-%d.db", n))
-	defer removeDB(path)
+	defer benchappend.RemoveDB(path)
 	start := time.Now()
 	runs, tree, err := sqlite.CreateSealedLog(ctx, path, n)
 	if err != nil {

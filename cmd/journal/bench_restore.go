@@ -115,8 +115,8 @@ func (a *app) benchRestore(ctx context.Context, dir string, n int, pgDSN string,
 		return nil
 	}
 	dbA, dbB := filepath.Join(dir, "restore-a.db"), filepath.Join(dir, "restore-b.db")
-	defer removeDB(dbA)
-	defer removeDB(dbB)
+	defer benchappend.RemoveDB(dbA)
+	defer benchappend.RemoveDB(dbB)
 	for _, db := range []string{dbA, dbB} {
 		if _, err := measureChild(ctx, exe, []string{"init", "--db", db, "--origin", "bench.example/restored"}); err != nil {
 			return nil, fmt.Errorf("init %s: %w", db, err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
@@ -33,7 +34,7 @@ func (a *app) benchScale(ctx context.Context, dir string, n int, fields []byte, 
 		return nil, fmt.Errorf("find own executable for child processes: %w", err)
 	}
 	path := filepath.Join(dir, "scale.db")
-	defer removeDB(path)
+	defer benchappend.RemoveDB(path)
 	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
 	if err != nil {
 		return nil, err

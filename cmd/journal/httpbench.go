@@ -22,6 +22,7 @@ import (
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/internal/appendload"
+	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/store"
 )
 
@@ -105,8 +106,8 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 		Payload: o.payload, Seconds: o.duration.Seconds(),
 		LoadNote: "the load generator runs on the same machine as the server and shares its CPUs",
 	}
-	fields := benchFields(o.payload)
-	if rep.Record, err = benchRecordBytes(fields); err != nil {
+	fields := benchappend.Fields(o.payload)
+	if rep.Record, err = benchappend.RecordBytes(fields); err != nil {
 		return err
 	}
 	rounds := max(o.rounds, 1)
@@ -114,16 +115,16 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 		a.log.Info("bench --http", "clients", c)
 		p := httpBenchPoint{Clients: c}
 		// The store's ceiling first, in this process, on its own file.
-		w, err := journalWorkload(ctx, dir, c, 1, fields)
+		w, err := benchappend.JournalWorkload(ctx, dir, c, 1, fields, nil)
 		if err != nil {
 			return err
 		}
-		r, err := runSlice(w.steps, o.duration)
-		w.close()
+		r, err := benchappend.RunSlice(w.Steps, o.duration)
+		w.Close()
 		if err != nil {
 			return err
 		}
-		p.Store = r.summarize()
+		p.Store = r.Summarize()
 		journal := appendload.Config{BaseURL: base, Token: token, Clients: c, Duration: o.duration, Payload: o.payload}
 		peer := appendload.Config{AddURL: tesseraAdd, Clients: c, Duration: o.duration, Payload: o.payload}
 		m, err := appendload.Compare(ctx, journal, peer, rounds, loadAverage, func(round int, isPeer bool) {
@@ -133,9 +134,9 @@ func (a *app) benchHTTP(ctx context.Context, o benchOptions) error {
 			return err
 		}
 		p.Max, p.Open, p.Rounds = m.Max, m.Open, m.Rounds
-		p.Ratio = ratio(p.Max.Throughput, p.Store.RecordsPerSec)
+		p.Ratio = benchappend.Ratio(p.Max.Throughput, p.Store.RecordsPerSec)
 		if tesseraAdd != "" {
-			p.Tessera = &peerPoint{Max: m.PeerMax, Open: m.PeerOpen, Ratio: ratio(p.Max.Throughput, m.PeerMax.Throughput), RoundRatio: m.RoundRatio()}
+			p.Tessera = &peerPoint{Max: m.PeerMax, Open: m.PeerOpen, Ratio: benchappend.Ratio(p.Max.Throughput, m.PeerMax.Throughput), RoundRatio: m.RoundRatio()}
 		}
 		rep.Points = append(rep.Points, p)
 	}
