@@ -355,6 +355,13 @@ func printBench(w io.Writer, r benchReport) {
 			}
 			fmt.Fprintln(w)
 		}
+		fmt.Fprintf(w, "per record, this process's CPU µs and bytes written (WAL frames and checkpoints):\n%5s %5s %16s %16s %16s\n", "conc", "batch", "journal", "batched", "keyed")
+		for _, p := range r.Points {
+			cell := func(m measurement) string {
+				return fmt.Sprintf("%.1f / %.0f", m.CPUusPerRecord, m.WrittenBytesPerRecord)
+			}
+			fmt.Fprintf(w, "%5d %5d %16s %16s %16s\n", p.Concurrency, p.Batch, cell(p.Journal), cell(p.CeilingBatched), cell(p.CeilingKeyed))
+		}
 		t := r.Targets
 		fmt.Fprintf(w, "target %d records/s at 64x1: %.0f (%s); >= %.2f of the batched ceiling at every point: min %.2f (%s); of the per-caller ceiling: min %.2f\n",
 			targetRecordsPerSec, t.RecordsPerSecAt64x1, metText(t.RecordsPerSecMet), targetRatio, t.MinRatioBatched, metText(t.RatioBatchedMet), t.MinRatio)

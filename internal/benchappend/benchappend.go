@@ -59,6 +59,15 @@ type Measurement struct {
 	RecordsPerSec float64 `json:"records_per_sec"`
 	P50us         float64 `json:"p50_us"` // per call: one Append, or one transaction
 	P99us         float64 `json:"p99_us"`
+	// CPUusPerRecord is this process's CPU time (user and system) during
+	// the workload's slices over the records written, and
+	// WrittenBytesPerRecord the bytes it passed to write system calls
+	// (the WAL's frames and the checkpoints' copies): figures a busy
+	// machine disturbs far less than a rate, since other work takes turns
+	// on the CPUs but adds to neither. 0 where the platform does not say
+	// (written bytes come from Linux's /proc/self/io).
+	CPUusPerRecord        float64 `json:"cpu_us_per_record"`
+	WrittenBytesPerRecord float64 `json:"written_bytes_per_record"`
 }
 
 // Point compares the journal at one (concurrency, batch) with two ceilings
@@ -191,6 +200,7 @@ func PointAt(ctx context.Context, cfg Config, c, b int) (Point, error) {
 	n := Slices(cfg.Duration)
 	for range n {
 		for _, e := range ws {
+			u0 := readUsage()
 			r, err := RunSlice(e.w.Steps, cfg.Duration/time.Duration(n))
 			if err != nil {
 				return p, err
@@ -198,6 +208,7 @@ func PointAt(ctx context.Context, cfg Config, c, b int) (Point, error) {
 			e.acc.lats = append(e.acc.lats, r.lats...)
 			e.acc.Records += r.Records
 			e.acc.Elapsed += r.Elapsed
+			e.acc.usage = e.acc.usage.add(readUsage().sub(u0))
 		}
 	}
 	p.Journal, p.Ceiling, p.CeilingBatched, p.CeilingKeyed = ws[0].acc.Summarize(), ws[1].acc.Summarize(), ws[2].acc.Summarize(), ws[3].acc.Summarize()
@@ -279,6 +290,7 @@ type SliceResult struct {
 	lats    [][]time.Duration
 	Records uint64
 	Elapsed time.Duration
+	usage   usage // the process's, over the slices (PointAt measures it)
 }
 
 // Summarize gives the rate and the per-call latency percentiles.
@@ -298,7 +310,12 @@ func (r SliceResult) Summarize() Measurement {
 	if r.Elapsed > 0 {
 		rate = float64(int(float64(r.Records)/r.Elapsed.Seconds() + 0.5))
 	}
-	return Measurement{Records: r.Records, Seconds: r.Elapsed.Seconds(), RecordsPerSec: rate, P50us: q(0.50), P99us: q(0.99)}
+	m := Measurement{Records: r.Records, Seconds: r.Elapsed.Seconds(), RecordsPerSec: rate, P50us: q(0.50), P99us: q(0.99)}
+	if r.Records > 0 {
+		m.CPUusPerRecord = float64(int(float64(r.usage.cpu.Nanoseconds())/1e3/float64(r.Records)*10+0.5)) / 10
+		m.WrittenBytesPerRecord = float64(int(float64(r.usage.written)/float64(r.Records) + 0.5))
+	}
+	return m
 }
 
 // RunSlice runs each step in a loop on a worker of its own until d has

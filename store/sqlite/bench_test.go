@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +65,7 @@ func benchmarkAppend(b *testing.B, conc, size int) {
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	cpu0 := processCPU(b)
+	io0 := procIO(b)
 	start := time.Now()
 	for i := range conc {
 		wg.Add(1)
@@ -82,4 +85,29 @@ func benchmarkAppend(b *testing.B, conc, size int) {
 	// other work takes turns on the CPUs but does not add to this
 	// process's time.
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N*size), "cpu-µs/record")
+	io1 := procIO(b)
+	b.ReportMetric(float64(io1["wchar"]-io0["wchar"])/float64(b.N*size), "written-B/record")
+	b.ReportMetric(float64(io1["syscw"]-io0["syscw"])/float64(b.N*size), "writes/record")
+}
+
+// procIO reads this process's I/O counters (Linux): wchar is the bytes
+// passed to write system calls, syscw their number.
+func procIO(b *testing.B) map[string]int64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skipf("no /proc/self/io: %v", err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			out[k] = n
+		}
+	}
+	return out
 }
