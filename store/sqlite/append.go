@@ -151,8 +151,14 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 				source = sql.NullString{String: a.Source, Valid: true}
 			}
 		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return nil, fmt.Errorf("insert record %s/%d: %w", run, p.Seq, err)
+		}
+		if err := s.insertKeys(ctx, tx, []any{s.tenant, runText, int64(p.Seq), id}); err != nil {
+			return nil, err
+		}
 		if p.Facts.Outcome != "" {
-			id, _ := res.LastInsertId()
 			outcome = sql.NullString{String: p.Facts.Outcome, Valid: true}
 			outcomeOrd = sql.NullInt64{Int64: id, Valid: true}
 		}
@@ -171,6 +177,9 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 		s.tenant, runText, int64(last.Seq), last.Hash[:], now.Unix(), source, outcome, outcomeOrd, awaiting, event, until)
 	if err != nil {
 		return nil, fmt.Errorf("update run %s: %w", run, err)
+	}
+	if err := s.mergeKeysIfDue(ctx, tx); err != nil {
+		return nil, err
 	}
 	recs := make([]store.Record, len(prepared))
 	for i, p := range prepared {

@@ -78,6 +78,9 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 			refusals[i] = errs[k]
 		}
 	}
+	if err := s.mergeKeysIfDue(ctx, tx); err != nil {
+		return nil, err
+	}
 	return refusals, nil
 }
 
@@ -258,7 +261,7 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 	return runs, nil
 }
 
-// insertRecords writes recs and returns their row ids. SQLite gives a row
+// insertRecords writes recs and their hot keys, and returns their row ids. SQLite gives a row
 // without an explicit id the largest id plus one, so the rows one writer
 // inserts in a row have consecutive ids ending at the last insert id.
 func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prepared, runs []string) ([]int64, error) {
@@ -283,8 +286,13 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prep
 		return nil, fmt.Errorf("insert %d records: %w", len(recs), err)
 	}
 	ids := make([]int64, len(recs))
+	keys := args[:0] // the records' arguments are spent: reuse their room
 	for k := range recs {
 		ids[k] = last - int64(len(recs)-1-k)
+		keys = append(keys, tenant, runs[k], int64(recs[k].Seq), ids[k])
+	}
+	if err := s.insertKeys(ctx, tx, keys); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }

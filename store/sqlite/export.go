@@ -8,9 +8,16 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
+// qScanRecords reads a tenant's records after a (run, seq) cursor, in
+// (run, seq) order, at most a limit: each arm of the union is a range scan
+// of its key table from the cursor, which SQLite merges.
+var qScanRecords = keyedRecords(`k.run, k.seq, CAST(iif(r.kind = 'RunConcluded', '1', '0') || r.hash || r.raw AS BLOB)`,
+	`k.tenant = ? AND (k.run, k.seq) > (?, ?)`) + `
+ORDER BY 1, 2 LIMIT ?`
+
 // ScanRuns implements store.BulkReader with two range scans in one read
 // transaction: the records after the cursor in the order of the (tenant,
-// run, seq) index (a row-value comparison, so the scan starts at the cursor
+// run, seq) keys (a row-value comparison, so the scan starts at the cursor
 // instead of filtering from the tenant's first run), then the run rows of
 // the range of runs they span. A join would look each run's records up
 // again per run row; two ordered scans merged here cost half as much.
@@ -38,10 +45,10 @@ func (s *Store) ScanRuns(ctx context.Context, pg *store.RunsPage, after store.Ru
 	}
 	pg.Begin(after)
 	// Three columns, not five: the driver's cost is per column read. The
-	// hash is the first 32 bytes of the third (a hash of another length
-	// splits it wrongly, and the caller's chain check refuses it).
-	rows, err := tx.QueryContext(ctx, `SELECT run, seq * 2 + (kind = 'RunConcluded'), CAST(hash || raw AS BLOB) FROM records
-WHERE tenant = ? AND (run, seq) > (?, ?) ORDER BY run, seq LIMIT ?`, s.tenant, cursor, int64(after.Seq), limit)
+	// third is '1' for a conclusion ('0' else), the hash, then the body
+	// (a hash of another length splits it wrongly, and the caller's chain
+	// check refuses it).
+	rows, err := tx.QueryContext(ctx, qScanRecords, append(twice(s.tenant, cursor, int64(after.Seq)), limit)...)
 	if err != nil {
 		return fmt.Errorf("scan records after %s/%d: %w", cursor, after.Seq, err)
 	}
@@ -53,11 +60,11 @@ WHERE tenant = ? AND (run, seq) > (?, ?) ORDER BY run, seq LIMIT ?`, s.tenant, c
 			rows.Close()
 			return fmt.Errorf("scan records: %w", err)
 		}
-		if len(rec) < len(store.Digest{}) {
+		if len(rec) < 1+len(store.Digest{}) {
 			rows.Close()
-			return &store.CorruptError{Detail: fmt.Sprintf("run %q seq %d: stored hash is not 32 bytes", id, seq/2)}
+			return &store.CorruptError{Detail: fmt.Sprintf("run %q seq %d: stored hash is not 32 bytes", id, seq)}
 		}
-		if err := pg.Record(id, seq>>1, seq&1 == 1, rec[:32], rec[32:]); err != nil {
+		if err := pg.Record(id, seq, rec[0] == '1', rec[1:33], rec[33:]); err != nil {
 			rows.Close()
 			return err
 		}

@@ -43,6 +43,10 @@ func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, 
 	return out, err
 }
 
+// qReadRun reads a run's records from a seq, in seq order, at most a limit.
+var qReadRun = keyedRecords(`k.seq, r.prev_hash, r.hash, r.raw`, `k.tenant=? AND k.run=? AND k.seq>=?`) + `
+ORDER BY 1 LIMIT ?`
+
 // scanRecords streams a run's records from seq from, at most limit of them
 // (all when limit < 0), checking each against its hash and its predecessor's
 // link as it goes, in one read snapshot.
@@ -67,8 +71,7 @@ func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, 
 	if limit >= 0 && from+store.Seq(limit)-1 < end {
 		end = from + store.Seq(limit) - 1
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, prev_hash, hash, raw FROM records WHERE tenant=? AND run=? AND seq>=? ORDER BY seq LIMIT ?`,
-		s.tenant, run.String(), int64(from), limit)
+	rows, err := tx.QueryContext(ctx, qReadRun, append(twice(s.tenant, run.String(), int64(from)), limit)...)
 	if err != nil {
 		return fmt.Errorf("read run %s: %w", run, err)
 	}

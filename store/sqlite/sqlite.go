@@ -44,8 +44,10 @@ import (
 // Every statement of the schema is idempotent, so opening a version 1 file
 // creates whatever tables it lacks. Version 3 added the disclosure
 // register's signed_by column (the key that signed each package); version
-// 4 the derived listing rows (derived.go).
-const SchemaVersion = 4
+// 4 the derived listing rows (derived.go); version 5 moved the records'
+// (tenant, run, seq) key out of the records table into record_keys and
+// record_keys_hot (keys.go), rebuilding the table of an older file.
+const SchemaVersion = 5
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -84,6 +86,9 @@ type Options struct {
 	// batching neighbours in a group (tests hold both paths to the
 	// contract).
 	oneByOne bool
+	// mergeKeysAt overrides the constant of that name (keys.go), so that
+	// tests can keep the keys of a few records split between both tables.
+	mergeKeysAt int
 }
 
 // Store is the SQLite journal, as one tenant sees it. It is safe for
@@ -114,6 +119,8 @@ type file struct {
 
 	wal       *walSync               // flushes the WAL behind the writer; nil: synchronous=FULL does
 	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
+	hotKeys   int                    // the writer's estimate of the rows in record_keys_hot; see keys.go
+	mergeAt   int                    // merge the hot keys when hotKeys reaches it
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt
 	writes    *groupcommit.Queue[groupcommit.Work]
 	closeOnce sync.Once
@@ -197,12 +204,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.mergeAt = opts.mergeKeysAt; s.mergeAt <= 0 {
+		s.mergeAt = mergeKeysAt
+	}
 	if err := s.prepareHot(ctx); err != nil {
 		rdb.Close()
 		if ws != nil {
 			ws.close()
 		}
 		wdb.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, err)
+	}
+	if err := wdb.QueryRowContext(ctx, qCountHotKey).Scan(&s.hotKeys); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	s.startWriter(opts.MaxGroup, !opts.oneByOne)
@@ -277,15 +291,13 @@ func (s *Store) Seals() bool { return false }
 
 const schema = `
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
-CREATE TABLE IF NOT EXISTS records(
-	id INTEGER PRIMARY KEY,
-	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL,
-	kind TEXT NOT NULL, case_id TEXT, effect_key BLOB,
-	prev_hash BLOB NOT NULL, hash BLOB NOT NULL, raw BLOB NOT NULL,
-	UNIQUE(tenant, run, seq)) STRICT;
-CREATE UNIQUE INDEX IF NOT EXISTS records_effect ON records(tenant, run, effect_key) WHERE kind = 'EffectStarted';
-CREATE INDEX IF NOT EXISTS records_case ON records(tenant, case_id, id) WHERE case_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS runs(
+` + recordsTable + `CREATE TABLE IF NOT EXISTS record_keys(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS record_keys_hot(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
+` + recordIndexes + `CREATE TABLE IF NOT EXISTS runs(
 	tenant TEXT NOT NULL, run TEXT NOT NULL,
 	head_seq INTEGER NOT NULL, head_hash BLOB NOT NULL,
 	active_at INTEGER NOT NULL,
@@ -350,6 +362,22 @@ CREATE TABLE IF NOT EXISTS disclosures(
 	PRIMARY KEY(tenant, id)) STRICT, WITHOUT ROWID;
 `
 
+// recordsTable holds every record; keys.go says how one is found.
+const recordsTable = `
+CREATE TABLE IF NOT EXISTS records(
+	id INTEGER PRIMARY KEY,
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL,
+	kind TEXT NOT NULL, case_id TEXT, effect_key BLOB,
+	prev_hash BLOB NOT NULL, hash BLOB NOT NULL, raw BLOB NOT NULL) STRICT;
+`
+
+// recordIndexes are the records table's own indexes; a rebuild of the
+// table (migrateRecordKeys) makes them again.
+const recordIndexes = `
+CREATE UNIQUE INDEX IF NOT EXISTS records_effect ON records(tenant, run, effect_key) WHERE kind = 'EffectStarted';
+CREATE INDEX IF NOT EXISTS records_case ON records(tenant, case_id, id) WHERE case_id IS NOT NULL;
+`
+
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -383,6 +411,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE disclosures ADD COLUMN signed_by TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("migrate schema to version 3: %w", err)
 		}
+	}
+	if err := migrateRecordKeys(ctx, tx); err != nil {
+		return fmt.Errorf("migrate schema to version 5: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("record schema version: %w", err)

@@ -79,9 +79,9 @@ func (l logSource) Unlogged(ctx context.Context, fn func(string) error) error {
 }
 
 func (l logSource) Unlisted(ctx context.Context, fn func(string) error) error {
-	return l.each(ctx, `SELECT DISTINCT r.run FROM records r WHERE r.tenant = ?
-		AND NOT EXISTS (SELECT 1 FROM runs u WHERE u.tenant = r.tenant AND u.run = r.run) ORDER BY r.run`,
-		[]any{l.tenant}, func(rows *sql.Rows) error {
+	return l.each(ctx, `SELECT run FROM (SELECT DISTINCT run FROM record_keys WHERE tenant = ? UNION SELECT DISTINCT run FROM record_keys_hot WHERE tenant = ?) k
+		WHERE NOT EXISTS (SELECT 1 FROM runs u WHERE u.tenant = ? AND u.run = k.run) ORDER BY run`,
+		[]any{l.tenant, l.tenant, l.tenant}, func(rows *sql.Rows) error {
 			var run string
 			if err := rows.Scan(&run); err != nil {
 				return fmt.Errorf("verify log: %w", err)

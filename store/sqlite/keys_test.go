@@ -1,0 +1,216 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/store/storetest"
+)
+
+// TestConformanceKeysMerging runs the contract with the hot keys merged
+// into record_keys after every two, so that the records of almost every
+// run the suite reads have their keys split between the two tables: every
+// read path must take their union, in order, in one snapshot.
+func TestConformanceKeysMerging(t *testing.T) {
+	for _, oneByOne := range []bool{false, true} {
+		t.Run(fmt.Sprintf("oneByOne=%v", oneByOne), func(t *testing.T) {
+			storetest.Run(t, storetest.Harness{Open: func(tb testing.TB) (store.Journal, storetest.Clock) {
+				clk := storetest.NewFakeClock()
+				s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "j.db"), Options{Now: clk.Now, mergeKeysAt: 2, oneByOne: oneByOne})
+				if err != nil {
+					tb.Fatal(err)
+				}
+				tb.Cleanup(func() { s.Close() })
+				return s, clk
+			}})
+		})
+	}
+}
+
+// keyCounts reads how many keys each table holds, how many records there
+// are, and how many keys are in both tables or point at no record.
+func keyCounts(t *testing.T, path string) (cold, hot, records, both, dangling int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for q, dst := range map[string]*int{
+		`SELECT count(*) FROM record_keys`:                                                   &cold,
+		`SELECT count(*) FROM record_keys_hot`:                                               &hot,
+		`SELECT count(*) FROM records`:                                                       &records,
+		`SELECT count(*) FROM record_keys c JOIN record_keys_hot h USING (tenant, run, seq)`: &both,
+		`SELECT count(*) FROM (SELECT tenant, run, seq, id FROM record_keys UNION ALL SELECT tenant, run, seq, id FROM record_keys_hot) k
+			WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.id = k.id AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq)`: &dangling,
+	} {
+		if err := db.QueryRow(q).Scan(dst); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return
+}
+
+// TestKeysMerge_EveryRecordKeyedOnce appends from several writers at once
+// with a small merge threshold, across reopens, and checks the invariant
+// reads rely on: every record has exactly one key, in one of the tables,
+// pointing at it; the hot table is emptied by each merge; and each run
+// reads back whole.
+func TestKeysMerge_EveryRecordKeyedOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	runs := make([]store.RunID, 6)
+	for i := range runs {
+		runs[i] = store.NewRunID()
+	}
+	for round := range 3 {
+		s := open(t, path, Options{mergeKeysAt: 7})
+		errs := make(chan error, len(runs))
+		for i, run := range runs {
+			go func() {
+				for k := range 5 {
+					batch := []store.Append{note(run, fmt.Sprint(round, k))}
+					if i%2 == 1 {
+						batch = append(batch, note(run, "second"))
+					}
+					if _, err := s.Append(ctx, 1, batch); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range runs {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Close()
+		cold, hot, records, both, dangling := keyCounts(t, path)
+		if cold+hot != records || both != 0 || dangling != 0 {
+			t.Fatalf("round %d: %d cold + %d hot keys for %d records; %d in both tables, %d dangling", round, cold, hot, records, both, dangling)
+		}
+		if cold == 0 || hot >= 7+len(runs)*2 {
+			t.Fatalf("round %d: %d cold, %d hot keys: the hot keys were not merged", round, cold, hot)
+		}
+	}
+	s := open(t, path, Options{})
+	for i, run := range runs {
+		recs, err := s.Read(ctx, run, 1)
+		want := 3 * 5 * (1 + i%2)
+		if err != nil || len(recs) != want {
+			t.Fatalf("run %d reads %d records (%v), want %d", i, len(recs), err, want)
+		}
+	}
+}
+
+// v4Records makes a file's records table what schema version 4 wrote: the
+// (tenant, run, seq) key a UNIQUE constraint of the table, no key tables.
+const v4Records = `
+CREATE TABLE records_old(
+	id INTEGER PRIMARY KEY,
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL,
+	kind TEXT NOT NULL, case_id TEXT, effect_key BLOB,
+	prev_hash BLOB NOT NULL, hash BLOB NOT NULL, raw BLOB NOT NULL,
+	UNIQUE(tenant, run, seq)) STRICT;
+INSERT INTO records_old SELECT id, tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw FROM records;
+DROP TABLE records;
+ALTER TABLE records_old RENAME TO records;
+CREATE UNIQUE INDEX records_effect ON records(tenant, run, effect_key) WHERE kind = 'EffectStarted';
+CREATE INDEX records_case ON records(tenant, case_id, id) WHERE case_id IS NOT NULL;
+DROP TABLE record_keys;
+DROP TABLE record_keys_hot;
+UPDATE meta SET value = '4' WHERE key = 'schema';`
+
+// scanAll reads every record of the tenant through ScanRuns, as an export
+// does.
+func scanAll(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	var pg store.RunsPage
+	after := store.RunCursor{}
+	for {
+		if err := s.ScanRuns(context.Background(), &pg, after, 3, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range pg.Runs {
+			for _, rec := range r.Records {
+				out = append(out, fmt.Sprintf("%s/%d/%v/%x/%x", r.Run, rec.Seq, rec.Concluded, rec.Hash, rec.Raw))
+			}
+		}
+		if pg.Done {
+			return out
+		}
+		after = pg.Next
+	}
+}
+
+// TestSchemaFourMigratesRecordKeys: a file whose records table still
+// carries the (tenant, run, seq) key as its own index (schema 4) is
+// rebuilt when opened: the index is gone, every record keeps its id and
+// reads back, the scan an export makes is the same, a sealed run still
+// verifies to its leaf, and the effect key still refuses a duplicate.
+func TestSchemaFourMigratesRecordKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	s := open(t, path, Options{})
+	sealedRun, open1 := store.NewRunID(), store.NewRunID()
+	effect := store.Digest{7}
+	if _, err := s.Append(ctx, 1, []store.Append{
+		note(sealedRun, "a"),
+		{Run: sealedRun, Kind: store.KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := s.Seal(ctx, sealedRun, 1, "succeeded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, 1, []store.Append{note(open1, "b"), {Run: open1, Kind: store.KindEffectStarted, EffectKey: &effect, Fields: []byte(`{"attempt":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	before := scanAll(t, s)
+	s.Close()
+	tamper(t, path, v4Records)
+
+	s = open(t, path, Options{})
+	if got := scanAll(t, s); !slices.Equal(got, before) {
+		t.Fatalf("scan after migration:\n%v\nbefore:\n%v", got, before)
+	}
+	if d, err := s.Verify(ctx, sealedRun); err != nil || d != leaf {
+		t.Fatalf("sealed run after migration: %x, %v; want leaf %x", d, err, leaf)
+	}
+	if _, err := s.Append(ctx, 1, []store.Append{{Run: open1, Kind: store.KindEffectStarted, EffectKey: &effect, Fields: []byte(`{"attempt":1}`)}}); !errors.As(err, new(*store.DuplicateEffectError)) {
+		t.Fatalf("duplicate effect after migration: %v", err)
+	}
+	if recs, err := s.Append(ctx, 1, []store.Append{note(open1, "c")}); err != nil || recs[0].Seq != 3 {
+		t.Fatalf("append after migration: %+v, %v", recs, err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var autoindexes int
+	var version string
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records' AND name LIKE 'sqlite_autoindex%'`).Scan(&autoindexes); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if autoindexes != 0 || version != fmt.Sprint(SchemaVersion) {
+		t.Fatalf("after migration: %d autoindexes on records, schema %s", autoindexes, version)
+	}
+	if cold, hot, records, both, dangling := keyCounts(t, path); cold != 4 || hot != 1 || records != 5 || both != 0 || dangling != 0 {
+		t.Fatalf("keys after migration: %d cold, %d hot, %d records, %d in both, %d dangling", cold, hot, records, both, dangling)
+	}
+}
