@@ -155,7 +155,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 		if err != nil {
 			return nil, fmt.Errorf("insert record %s/%d: %w", run, p.Seq, err)
 		}
-		if err := s.insertKeys(ctx, tx, []any{s.tenant, runText, int64(p.Seq), id}); err != nil {
+		if err := s.insertKeys(ctx, tx, []any{s.tenant, runText, int64(p.Seq), id, int64(1)}); err != nil {
 			return nil, err
 		}
 		if p.Facts.Outcome != "" {

@@ -286,12 +286,11 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prep
 		return nil, fmt.Errorf("insert %d records: %w", len(recs), err)
 	}
 	ids := make([]int64, len(recs))
-	keys := args[:0] // the records' arguments are spent: reuse their room
 	for k := range recs {
 		ids[k] = last - int64(len(recs)-1-k)
-		keys = append(keys, tenant, runs[k], int64(recs[k].Seq), ids[k])
 	}
-	if err := s.insertKeys(ctx, tx, keys); err != nil {
+	// The records' arguments are spent: their room takes the keys.
+	if err := s.insertKeys(ctx, tx, recordKeys(args[:0], s.tenant, recs, runs, ids)); err != nil {
 		return nil, err
 	}
 	return ids, nil

@@ -11,9 +11,9 @@ import (
 // qScanRecords reads a tenant's records after a (run, seq) cursor, in
 // (run, seq) order, at most a limit: each arm of the union is a range scan
 // of its key table from the cursor, which SQLite merges.
-var qScanRecords = keyedRecords(`k.run, k.seq, CAST(iif(r.kind = 'RunConcluded', '1', '0') || r.hash || r.raw AS BLOB)`,
-	`k.tenant = ? AND (k.run, k.seq) > (?, ?)`) + `
-ORDER BY 1, 2 LIMIT ?`
+var qScanRecords = keyedRecords(`k.run, k.seq, r.id, r.seq, CAST(iif(r.kind = 'RunConcluded', '1', '0') || r.hash || r.raw AS BLOB)`,
+	`k.tenant = ? AND (k.run, k.seq) > (?, ?) AND (r.run, r.seq) > (?, ?)`) + `
+ORDER BY 1, 2, 3 LIMIT ?`
 
 // ScanRuns implements store.BulkReader with two range scans in one read
 // transaction: the records after the cursor in the order of the (tenant,
@@ -44,19 +44,19 @@ func (s *Store) ScanRuns(ctx context.Context, pg *store.RunsPage, after store.Ru
 		cursor = after.Run.String()
 	}
 	pg.Begin(after)
-	// Three columns, not five: the driver's cost is per column read. The
-	// third is '1' for a conclusion ('0' else), the hash, then the body
+	// One column for the kind, the hash and the body: the driver's cost is
+	// per column read. It is '1' for a conclusion ('0' else), the hash, then the body
 	// (a hash of another length splits it wrongly, and the caller's chain
 	// check refuses it).
-	rows, err := tx.QueryContext(ctx, qScanRecords, append(twice(s.tenant, cursor, int64(after.Seq)), limit)...)
+	rows, err := tx.QueryContext(ctx, qScanRecords, append(twice(s.tenant, cursor, int64(after.Seq), cursor, int64(after.Seq)), limit)...)
 	if err != nil {
 		return fmt.Errorf("scan records after %s/%d: %w", cursor, after.Seq, err)
 	}
 	n, full := 0, false
-	var id, rec, leaf sql.RawBytes
+	var id, rec, leaf, keySeq, rowID sql.RawBytes // the last two: the order's
 	var seq int64
 	for rows.Next() {
-		if err := rows.Scan(&id, &seq, &rec); err != nil {
+		if err := rows.Scan(&id, &keySeq, &rowID, &seq, &rec); err != nil {
 			rows.Close()
 			return fmt.Errorf("scan records: %w", err)
 		}

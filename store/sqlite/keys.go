@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/runseal/runseal/store"
 )
 
 // A record is found by its (tenant, run, seq) key through one of two tables
@@ -14,50 +16,59 @@ import (
 //     merge. It is small, so a commit of N appenders on N runs rewrites a
 //     few of its pages, not N;
 //   - record_keys holds every other key. The writer moves the hot keys into
-//     it in bulk (mergeKeys) once about mergeKeysAt have gathered, so each
-//     of its leaves is rewritten once for many commits instead of once for
-//     each: with every appender on a run of its own, an index of the
+//     it in bulk (mergeKeysIfDue) once about mergeKeysAt have gathered, so
+//     each of its leaves is rewritten once for many commits instead of once
+//     for each: with every appender on a run of its own, an index of the
 //     records table keyed (tenant, run, seq) costs each commit one leaf
 //     page per run, which measured at 64 appenders as most of the pages a
 //     commit wrote and about a third of the throughput.
 //
-// Invariants: every record row the journal wrote has its key in exactly one
-// of the two tables (an append writes the row and its hot key in one
-// statement group of its transaction; a merge moves keys in one
-// transaction); a key is unique in its table, and across the two because
-// an append's seq is its run's head plus one, decided in the same
-// transaction under the single writer (the run's head in runs is the
-// authority, as it was with the index). Reads take the union of the two
-// tables in one snapshot (keyedRecords), and join each key to its row only
-// where the row agrees on tenant, run and seq, so a key edited to point
-// at another row shows as a gap in the chain, which readers refuse.
+// A key row covers a range of a run's records that an append wrote
+// together: n records, the last of them at (seq, id), the others at the n-1
+// seqs and ids before, consecutive in both (one writer inserts a group's
+// rows one after another, so SQLite gives them consecutive ids). An append
+// of 16 records costs one key, not 16.
+//
+// Invariants: every record row the journal wrote is covered by exactly one
+// key, in one of the two tables (an append writes its rows and keys in its
+// transaction; a merge moves keys in one transaction); a key's (tenant,
+// run, seq) is unique in its table, and the ranges of a run are disjoint
+// across both because an append's first seq is its run's head plus one,
+// decided in the same transaction under the single writer (the run's head
+// in runs is the authority, as it was with the index). Reads take the
+// union of the two tables in one snapshot (keyedRecords), and join a key
+// only to rows that agree with it on tenant, run and seq, so a key edited
+// to point elsewhere shows as a gap in the chain, which readers refuse.
 
-// mergeKeysAt is how many hot keys the writer lets gather before it moves
+// mergeKeysAt is how many hot key rows the writer lets gather before it moves
 // them into record_keys. More makes the hot table's pages, which every
 // commit rewrites, more numerous; fewer makes merges more frequent, each
 // rewriting about one leaf of record_keys per run. Measured at 64
-// appenders of one record, the WAL bytes per record fell from about 6,500
-// to 2,800 at 768 (the plain batched ceiling writes about 1,300).
+// appenders of one record each, the bytes written per record fell from
+// about 6,500 to 2,800 at 768 (the plain batched ceiling's: about 1,300).
 const mergeKeysAt = 768
 
 // Key statements: one hot key, rowsPerStmt of them, and the merge.
 const (
-	qInsertKey   = `INSERT INTO record_keys_hot(tenant, run, seq, id) VALUES(?,?,?,?)`
-	qMergeKeys   = `INSERT INTO record_keys(tenant, run, seq, id) SELECT tenant, run, seq, id FROM record_keys_hot ORDER BY tenant, run, seq`
+	qInsertKey   = `INSERT INTO record_keys_hot(tenant, run, seq, id, n) VALUES(?,?,?,?,?)`
+	qMergeKeys   = `INSERT INTO record_keys(tenant, run, seq, id, n) SELECT tenant, run, seq, id, n FROM record_keys_hot ORDER BY tenant, run, seq`
 	qClearHot    = `DELETE FROM record_keys_hot`
 	qCountHotKey = `SELECT count(*) FROM record_keys_hot`
 )
 
-var qInsertKeys = `INSERT INTO record_keys_hot(tenant, run, seq, id) VALUES ` + repeatRows("(?,?,?,?)", rowsPerStmt)
+var qInsertKeys = `INSERT INTO record_keys_hot(tenant, run, seq, id, n) VALUES ` + repeatRows("(?,?,?,?,?)", rowsPerStmt)
 
-// keyedRecords is a query over the records whose keys match where, in
-// both key tables: the UNION ALL of the same SELECT over each, with k the
-// key and r the record row; the caller appends ORDER BY and LIMIT, which
-// SQLite applies to the union by merging the two arms, each in its key's
-// order. where's placeholders appear twice: pass its arguments twice.
+// keyedRecords is a query over the records covered by the keys that match
+// where, in both key tables: the UNION ALL of the same SELECT over each,
+// with k the key and r the record row. The caller appends ORDER BY and
+// LIMIT, ordering by k.seq and then r.id (in that order, after any other
+// column of the key), which each arm delivers without a sort (the key's
+// primary key, then a range of rowids) and SQLite merges. where's
+// placeholders appear twice: pass its arguments twice (twice).
 func keyedRecords(cols, where string) string {
 	arm := func(table string) string {
-		return `SELECT ` + cols + ` FROM ` + table + ` k JOIN records r ON r.id = k.id AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq WHERE ` + where
+		return `SELECT ` + cols + ` FROM ` + table + ` k JOIN records r ON r.id BETWEEN k.id - k.n + 1 AND k.id
+	AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq - (k.id - r.id) WHERE ` + where
 	}
 	return arm("record_keys") + "\nUNION ALL\n" + arm("record_keys_hot")
 }
@@ -65,13 +76,27 @@ func keyedRecords(cols, where string) string {
 // twice repeats args, for a keyedRecords query.
 func twice(args ...any) []any { return append(append(make([]any, 0, 2*len(args)), args...), args...) }
 
-// insertKeys writes the hot keys of records just inserted: keys holds
-// (tenant, run, seq, id) for each.
-func (s *Store) insertKeys(ctx context.Context, tx *sql.Tx, keys []any) error {
-	if _, err := s.execRows(ctx, tx, qInsertKey, qInsertKeys, 4, keys); err != nil {
-		return fmt.Errorf("insert %d record keys: %w", len(keys)/4, err)
+// recordKeys appends to keys the key rows (tenant, run, seq, id, n) of
+// records inserted one after another: recs[k] of run runs[k] at id ids[k].
+// Neighbours of one run with consecutive seqs and ids share a row.
+func recordKeys(keys []any, tenant string, recs []store.Prepared, runs []string, ids []int64) []any {
+	for k := 0; k < len(recs); {
+		j := k + 1
+		for j < len(recs) && runs[j] == runs[k] && recs[j].Seq == recs[j-1].Seq+1 && ids[j] == ids[j-1]+1 {
+			j++
+		}
+		keys = append(keys, tenant, runs[k], int64(recs[j-1].Seq), ids[j-1], int64(j-k))
+		k = j
 	}
-	s.hotKeys += len(keys) / 4
+	return keys
+}
+
+// insertKeys writes hot key rows (recordKeys) of records just inserted.
+func (s *Store) insertKeys(ctx context.Context, tx *sql.Tx, keys []any) error {
+	if _, err := s.execRows(ctx, tx, qInsertKey, qInsertKeys, 5, keys); err != nil {
+		return fmt.Errorf("insert %d record keys: %w", len(keys)/5, err)
+	}
+	s.hotKeys += len(keys) / 5
 	return nil
 }
 
@@ -95,7 +120,8 @@ func (s *Store) mergeKeysIfDue(ctx context.Context, tx *sql.Tx) error {
 
 // migrateRecordKeys rebuilds a records table that still carries its
 // (tenant, run, seq) key as a UNIQUE constraint (schema version 4 and
-// before): the rows keep their ids, every key moves to record_keys, and the
+// before): the rows keep their ids, every key moves to record_keys (one
+// row per record), and the
 // table's other indexes are made again. It runs in the migration's
 // transaction, so a file is either migrated whole or not at all.
 func migrateRecordKeys(ctx context.Context, tx *sql.Tx) error {
@@ -111,7 +137,7 @@ func migrateRecordKeys(ctx context.Context, tx *sql.Tx) error {
 		table,
 		`INSERT INTO records_v5(id, tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
 			SELECT id, tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw FROM records ORDER BY id`,
-		`INSERT INTO record_keys(tenant, run, seq, id) SELECT tenant, run, seq, id FROM records ORDER BY tenant, run, seq`,
+		`INSERT INTO record_keys(tenant, run, seq, id, n) SELECT tenant, run, seq, id, 1 FROM records ORDER BY tenant, run, seq`,
 		`DROP TABLE records`,
 		`ALTER TABLE records_v5 RENAME TO records`,
 		recordIndexes,

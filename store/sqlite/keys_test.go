@@ -33,22 +33,24 @@ func TestConformanceKeysMerging(t *testing.T) {
 	}
 }
 
-// keyCounts reads how many keys each table holds, how many records there
-// are, and how many keys are in both tables or point at no record.
-func keyCounts(t *testing.T, path string) (cold, hot, records, both, dangling int) {
+// keyCounts reads how many key rows each table holds, how many records
+// there are and how many the keys cover, and how many records are covered
+// by other than exactly one key.
+func keyCounts(t *testing.T, path string) (cold, hot, records, covered, notOnce int) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	const keys = `(SELECT tenant, run, seq, id, n FROM record_keys UNION ALL SELECT tenant, run, seq, id, n FROM record_keys_hot)`
 	for q, dst := range map[string]*int{
-		`SELECT count(*) FROM record_keys`:                                                   &cold,
-		`SELECT count(*) FROM record_keys_hot`:                                               &hot,
-		`SELECT count(*) FROM records`:                                                       &records,
-		`SELECT count(*) FROM record_keys c JOIN record_keys_hot h USING (tenant, run, seq)`: &both,
-		`SELECT count(*) FROM (SELECT tenant, run, seq, id FROM record_keys UNION ALL SELECT tenant, run, seq, id FROM record_keys_hot) k
-			WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.id = k.id AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq)`: &dangling,
+		`SELECT count(*) FROM record_keys`:        &cold,
+		`SELECT count(*) FROM record_keys_hot`:    &hot,
+		`SELECT count(*) FROM records`:            &records,
+		`SELECT coalesce(sum(n), 0) FROM ` + keys: &covered,
+		`SELECT count(*) FROM records r WHERE (SELECT count(*) FROM ` + keys + ` k
+			WHERE r.id BETWEEN k.id - k.n + 1 AND k.id AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq - (k.id - r.id)) != 1`: &notOnce,
 	} {
 		if err := db.QueryRow(q).Scan(dst); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -93,9 +95,9 @@ func TestKeysMerge_EveryRecordKeyedOnce(t *testing.T) {
 			}
 		}
 		s.Close()
-		cold, hot, records, both, dangling := keyCounts(t, path)
-		if cold+hot != records || both != 0 || dangling != 0 {
-			t.Fatalf("round %d: %d cold + %d hot keys for %d records; %d in both tables, %d dangling", round, cold, hot, records, both, dangling)
+		cold, hot, records, covered, notOnce := keyCounts(t, path)
+		if covered != records || notOnce != 0 {
+			t.Fatalf("round %d: %d cold + %d hot keys cover %d of %d records; %d records not keyed exactly once", round, cold, hot, covered, records, notOnce)
 		}
 		if cold == 0 || hot >= 7+len(runs)*2 {
 			t.Fatalf("round %d: %d cold, %d hot keys: the hot keys were not merged", round, cold, hot)
@@ -210,7 +212,38 @@ func TestSchemaFourMigratesRecordKeys(t *testing.T) {
 	if autoindexes != 0 || version != fmt.Sprint(SchemaVersion) {
 		t.Fatalf("after migration: %d autoindexes on records, schema %s", autoindexes, version)
 	}
-	if cold, hot, records, both, dangling := keyCounts(t, path); cold != 4 || hot != 1 || records != 5 || both != 0 || dangling != 0 {
-		t.Fatalf("keys after migration: %d cold, %d hot, %d records, %d in both, %d dangling", cold, hot, records, both, dangling)
+	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != 4 || hot != 1 || records != 5 || covered != 5 || notOnce != 0 {
+		t.Fatalf("keys after migration: %d cold, %d hot, %d records, %d covered, %d not keyed once", cold, hot, records, covered, notOnce)
+	}
+}
+
+// TestRecordKeys_OneRowPerConsecutiveRange: neighbours share a key row only
+// when they are of one run and consecutive in both seq and id.
+func TestRecordKeys_OneRowPerConsecutiveRange(t *testing.T) {
+	rec := func(seq store.Seq) store.Prepared { return store.Prepared{Record: store.Record{Body: store.Body{Seq: seq}}} }
+	tests := []struct {
+		name string
+		recs []store.Prepared
+		runs []string
+		ids  []int64
+		want []any
+	}{
+		{"one append", []store.Prepared{rec(4), rec(5), rec(6)}, []string{"a", "a", "a"}, []int64{10, 11, 12},
+			[]any{"t", "a", int64(6), int64(12), int64(3)}},
+		{"runs interleaved", []store.Prepared{rec(1), rec(7), rec(2)}, []string{"a", "b", "a"}, []int64{10, 11, 12},
+			[]any{"t", "a", int64(1), int64(10), int64(1), "t", "b", int64(7), int64(11), int64(1), "t", "a", int64(2), int64(12), int64(1)}},
+		{"two runs in turn", []store.Prepared{rec(1), rec(2), rec(1), rec(2)}, []string{"a", "a", "b", "b"}, []int64{1, 2, 3, 4},
+			[]any{"t", "a", int64(2), int64(2), int64(2), "t", "b", int64(2), int64(4), int64(2)}},
+		{"a gap in ids", []store.Prepared{rec(1), rec(2)}, []string{"a", "a"}, []int64{1, 3},
+			[]any{"t", "a", int64(1), int64(1), int64(1), "t", "a", int64(2), int64(3), int64(1)}},
+		{"a gap in seqs", []store.Prepared{rec(1), rec(3)}, []string{"a", "a"}, []int64{1, 2},
+			[]any{"t", "a", int64(1), int64(1), int64(1), "t", "a", int64(3), int64(2), int64(1)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := recordKeys(nil, "t", tt.recs, tt.runs, tt.ids); !slices.Equal(got, tt.want) {
+				t.Fatalf("recordKeys = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

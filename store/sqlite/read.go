@@ -44,8 +44,8 @@ func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, 
 }
 
 // qReadRun reads a run's records from a seq, in seq order, at most a limit.
-var qReadRun = keyedRecords(`k.seq, r.prev_hash, r.hash, r.raw`, `k.tenant=? AND k.run=? AND k.seq>=?`) + `
-ORDER BY 1 LIMIT ?`
+var qReadRun = keyedRecords(`k.seq, r.id, r.seq, r.prev_hash, r.hash, r.raw`, `k.tenant=? AND k.run=? AND k.seq>=? AND r.seq>=?`) + `
+ORDER BY 1, 2 LIMIT ?`
 
 // scanRecords streams a run's records from seq from, at most limit of them
 // (all when limit < 0), checking each against its hash and its predecessor's
@@ -71,7 +71,7 @@ func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, 
 	if limit >= 0 && from+store.Seq(limit)-1 < end {
 		end = from + store.Seq(limit) - 1
 	}
-	rows, err := tx.QueryContext(ctx, qReadRun, append(twice(s.tenant, run.String(), int64(from)), limit)...)
+	rows, err := tx.QueryContext(ctx, qReadRun, append(twice(s.tenant, run.String(), int64(from), int64(from)), limit)...)
 	if err != nil {
 		return fmt.Errorf("read run %s: %w", run, err)
 	}
@@ -80,7 +80,8 @@ func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, 
 	for rows.Next() {
 		var seq int64
 		var ph, h, raw []byte
-		if err := rows.Scan(&seq, &ph, &h, &raw); err != nil {
+		var keySeq, id int64 // the order's
+		if err := rows.Scan(&keySeq, &id, &seq, &ph, &h, &raw); err != nil {
 			return fmt.Errorf("read run %s: %w", run, err)
 		}
 		r, err := chain.Next(seq, ph, h, raw)

@@ -63,7 +63,7 @@ func testVerifyRefusesRecordPastHead(t *testing.T, keys string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`INSERT INTO `+keys+`(tenant, run, seq, id) VALUES('default', ?, 3, ?)`, run.String(), id); err != nil {
+	if _, err := db.Exec(`INSERT INTO `+keys+`(tenant, run, seq, id, n) VALUES('default', ?, 3, ?, 1)`, run.String(), id); err != nil {
 		t.Fatal(err)
 	}
 	var ce *store.CorruptError
