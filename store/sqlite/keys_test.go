@@ -220,7 +220,9 @@ func TestSchemaFourMigratesRecordKeys(t *testing.T) {
 // TestRecordKeys_OneRowPerConsecutiveRange: neighbours share a key row only
 // when they are of one run and consecutive in both seq and id.
 func TestRecordKeys_OneRowPerConsecutiveRange(t *testing.T) {
-	rec := func(seq store.Seq) store.Prepared { return store.Prepared{Record: store.Record{Body: store.Body{Seq: seq}}} }
+	rec := func(seq store.Seq) store.Prepared {
+		return store.Prepared{Record: store.Record{Body: store.Body{Seq: seq}}}
+	}
 	tests := []struct {
 		name string
 		recs []store.Prepared
