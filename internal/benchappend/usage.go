@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/runseal/runseal/internal/benchjournal"
 )
 
 // usage is what this process has consumed: CPU time (user and system) and
@@ -20,7 +22,7 @@ func (u usage) sub(v usage) usage { return usage{u.cpu - v.cpu, u.written - v.wr
 // readUsage reads the process's usage now; a figure the platform does not
 // give stays 0.
 func readUsage() usage {
-	return usage{cpu: processCPU(), written: writtenBytes()}
+	return usage{cpu: benchjournal.ProcessCPU(), written: writtenBytes()}
 }
 
 // writtenBytes is the "wchar" line of Linux's /proc/self/io: the bytes this
