@@ -3,6 +3,7 @@ package benchappend
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -32,6 +33,11 @@ func TestPointAt_SealedBesideUnsealed(t *testing.T) {
 	for name, m := range map[string]Measurement{"journal": p.Journal, "ceiling": p.Ceiling, "batched": p.CeilingBatched, "keyed": p.CeilingKeyed, "sealed": *p.Sealed} {
 		if m.Records == 0 || m.Records%2 != 0 || m.RecordsPerSec <= 0 || m.P50us <= 0 || m.P99us < m.P50us {
 			t.Errorf("%s: %+v", name, m)
+		}
+		// Every workload writes durably, so it spends CPU and, where the
+		// platform counts them, passes bytes to write(2).
+		if m.CPUusPerRecord <= 0 || (runtime.GOOS == "linux" && m.WrittenBytesPerRecord <= 0) {
+			t.Errorf("%s: %.1f CPU µs and %.0f bytes written per record", name, m.CPUusPerRecord, m.WrittenBytesPerRecord)
 		}
 	}
 	if p.Ratio <= 0 || p.RatioBatched <= 0 || p.SealedRatio <= 0 {
