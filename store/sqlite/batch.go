@@ -46,6 +46,10 @@ type batchRun struct {
 	ordRec  int            // index in recs of that conclusion's record
 	wait    *store.Suspension
 	effects map[store.Digest]bool // effect keys this batch starts
+	// The row's activity time and whether it records a wait, as read:
+	// what upsertRuns needs to know an append leaves them as they are.
+	activeAt sql.NullInt64
+	waiting  bool
 }
 
 // appendBatch implements groupcommit.Batch for appendReq values. The
@@ -232,7 +236,9 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 		var seq, epoch sql.NullInt64
 		var hash []byte
 		var st runState
-		if err := rows.Scan(&runText, &seq, &hash, &st.outcome, &st.sealedOutcome, &epoch); err != nil {
+		var activeAt sql.NullInt64
+		var waiting sql.NullBool
+		if err := rows.Scan(&runText, &seq, &hash, &st.outcome, &st.sealedOutcome, &epoch, &activeAt, &waiting); err != nil {
 			return nil, fmt.Errorf("read runs: %w", err)
 		}
 		run, err := store.ParseRunID(runText)
@@ -251,6 +257,7 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 			st.head = store.Head{Seq: store.Seq(seq.Int64), Hash: store.Digest(hash)}
 		}
 		br.st = st
+		br.activeAt, br.waiting = activeAt, waiting.Valid && waiting.Bool
 		if epoch.Valid {
 			br.leased, br.epoch = true, store.Epoch(epoch.Int64)
 		}
@@ -300,8 +307,19 @@ func (s *Store) insertRecords(ctx context.Context, tx *sql.Tx, recs []store.Prep
 // appended to, one row each.
 func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun, ids []int64, activeAt int64) error {
 	args := make([]any, 0, 11*len(touched))
+	var heads []any
 	tenant := any(s.tenant)
 	for _, br := range touched {
+		// Most appends of a busy run change only its head: no source,
+		// conclusion or wait, in the same second as the run's last.
+		// Updating just the head then leaves runs_active and the other
+		// indexes of runs alone, where the upsert would rewrite their
+		// entries with the same values.
+		if !br.source.Valid && !br.outcome.Valid && br.wait == nil && !br.waiting &&
+			br.activeAt.Valid && br.activeAt.Int64 == activeAt {
+			heads = append(heads, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:])
+			continue
+		}
 		ord := sql.NullInt64{}
 		if br.outcome.Valid {
 			ord = sql.NullInt64{Int64: ids[br.ordRec], Valid: true}
@@ -318,6 +336,9 @@ func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun,
 	}
 	if _, err := s.execRows(ctx, tx, qUpsertRun, qUpsertRuns, 11, args); err != nil {
 		return fmt.Errorf("update %d runs: %w", len(touched), err)
+	}
+	if _, err := s.execRows(ctx, tx, qAdvanceHead, qAdvanceHeads, 4, heads); err != nil {
+		return fmt.Errorf("update the heads of %d runs: %w", len(heads)/4, err)
 	}
 	return nil
 }

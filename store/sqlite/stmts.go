@@ -20,6 +20,7 @@ const (
 	qAdmission    = `SELECT run FROM admissions WHERE tenant=? AND key=?`
 	qClaim        = `INSERT INTO admissions(tenant, key, run, claimed_at) VALUES(?,?,?,?)`
 	qInsertRecord = `INSERT INTO records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw) VALUES(?,?,?,?,?,?,?,?,?)`
+	qAdvanceHead  = `UPDATE runs SET head_seq = ?3, head_hash = ?4 WHERE tenant = ?1 AND run = ?2`
 	qUpsertRun    = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?)` + upsertRunSet
 )
@@ -43,9 +44,14 @@ var (
 		repeatRows("(?,?,?,?,?,?,?,?,?)", rowsPerStmt)
 	qUpsertRuns = `INSERT INTO runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until) VALUES ` +
 		repeatRows("(?,?,?,?,?,?,?,?,?,?,?)", rowsPerStmt) + upsertRunSet
+	// qAdvanceHeads moves the heads of runs whose other columns an append
+	// leaves as they are (upsertRuns): touching no column of an index, it
+	// rewrites no index entry.
+	qAdvanceHeads = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES ` +
+		repeatRows("(?,?,?,?)", rowsPerStmt) + `) AS v WHERE runs.tenant = v.column1 AND runs.run = v.column2`
 	// qLoadRuns reads the state and lease of the runs named in a JSON
 	// array, in one statement.
-	qLoadRuns = `SELECT q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch FROM json_each(?) q
+	qLoadRuns = `SELECT q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch, r.active_at, r.wait_awaiting IS NOT NULL FROM json_each(?) q
 		LEFT JOIN runs r ON r.tenant=? AND r.run=q.value
 		LEFT JOIN leases l ON l.tenant=? AND l.run=q.value`
 )
@@ -54,7 +60,7 @@ func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads}
 
 // prepareHot prepares hotQueries on the writer connection. It must run
 // before the writer starts: the writer's transaction holds the only
