@@ -2,12 +2,8 @@ package postgres
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/runseal/runseal/store"
 )
@@ -25,8 +21,7 @@ import (
 func BenchmarkAppend_TenantUnknownToStatistics(b *testing.B) {
 	ctx := context.Background()
 	p := testPool(b)
-	schema := "plansbench_" + strings.ToLower(ulid.Make().String())
-	qs := pgx.Identifier{schema}.Sanitize()
+	schema, qs := statsSchema(b, "plansbench")
 	open := func(tenant string) *Store {
 		s, err := New(ctx, p, Options{Schema: schema, Tenant: tenant})
 		if err != nil {
@@ -35,25 +30,13 @@ func BenchmarkAppend_TenantUnknownToStatistics(b *testing.B) {
 		b.Cleanup(func() { s.Close() })
 		return s
 	}
-	open("meta")
-	b.Cleanup(func() { _, _ = p.Exec(context.Background(), `DROP SCHEMA `+qs+` CASCADE`) })
-	exec := func(sql string) {
-		if _, err := p.Exec(ctx, sql); err != nil {
-			b.Fatalf("%s: %v", sql, err)
+	fillTenant(b, qs, "known")
+	for _, t := range []string{"runs", "leases"} {
+		if _, err := p.Exec(ctx, `ANALYZE `+qs+`.`+t); err != nil {
+			b.Fatal(err)
 		}
 	}
-	exec(`ALTER TABLE ` + qs + `.runs SET (autovacuum_enabled = false)`)
-	exec(`ALTER TABLE ` + qs + `.leases SET (autovacuum_enabled = false)`)
-	fill := func(tenant string) {
-		exec(`INSERT INTO ` + qs + `.runs(tenant, run, head_seq, head_hash, active_at)
-			SELECT '` + tenant + `', lpad(g::text, 26, '0'), 1, '\x00', g FROM generate_series(1, 20000) g`)
-		exec(`INSERT INTO ` + qs + `.leases(tenant, run, owner, epoch, expires_at, released)
-			SELECT '` + tenant + `', lpad(g::text, 26, '0'), '', 0, 'epoch', true FROM generate_series(1, 20000) g`)
-	}
-	fill("known")
-	exec(`ANALYZE ` + qs + `.runs`)
-	exec(`ANALYZE ` + qs + `.leases`)
-	fill("grown")
+	fillTenant(b, qs, "grown")
 	unknown, known := open("grown"), open("known")
 	type writer struct {
 		s     *Store

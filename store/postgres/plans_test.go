@@ -20,18 +20,12 @@ import (
 func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 	ctx := context.Background()
 	p := testPool(t)
-	schema := "plans_" + strings.ToLower(ulid.Make().String())
-	qs := pgx.Identifier{schema}.Sanitize()
+	schema, qs := statsSchema(t, "plans")
 	s, err := New(ctx, p, Options{Schema: schema, Tenant: "fresh"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		s.Close()
-		if _, err := p.Exec(context.Background(), `DROP SCHEMA `+qs+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	t.Cleanup(func() { s.Close() })
 	pc, err := p.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +38,6 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	// The statistics are what each phase sets, not what autovacuum
-	// happens to have gathered.
-	exec(`ALTER TABLE ` + qs + `.runs SET (autovacuum_enabled = false)`)
-	exec(`ALTER TABLE ` + qs + `.leases SET (autovacuum_enabled = false)`)
 
 	const ids = `'{01AAAAAAAAAAAAAAAAAAAAAAAA,01BBBBBBBBBBBBBBBBBBBBBBBB}'::text[]`
 	const hashes = `ARRAY['\x00'::bytea, '\x00'::bytea]`
@@ -90,14 +80,54 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 		exec(`RESET plan_cache_mode`)
 	}
 	check("never analyzed", "fresh")
-	exec(`INSERT INTO ` + qs + `.runs(tenant, run, head_seq, head_hash, active_at)
-		SELECT 'big', lpad(g::text, 26, '0'), 1, '\x00', g FROM generate_series(1, 20000) g`)
-	exec(`INSERT INTO ` + qs + `.leases(tenant, run, owner, epoch, expires_at, released)
-		SELECT 'big', lpad(g::text, 26, '0'), '', 0, 'epoch', true FROM generate_series(1, 20000) g`)
+	fillTenant(t, qs, "big")
 	exec(`ANALYZE ` + qs + `.runs`)
 	exec(`ANALYZE ` + qs + `.leases`)
 	check("analyzed with another tenant", "fresh")
 	check("analyzed", "big")
+}
+
+// statsSchema creates a schema of the journal's tables for tb, named
+// prefix and a fresh suffix, and drops it after tb: autovacuum leaves its
+// runs and leases alone, so their statistics are what tb gathers.
+func statsSchema(tb testing.TB, prefix string) (schema, quoted string) {
+	tb.Helper()
+	ctx := context.Background()
+	p := testPool(tb)
+	schema = prefix + "_" + strings.ToLower(ulid.Make().String())
+	quoted = pgx.Identifier{schema}.Sanitize()
+	s, err := New(ctx, p, Options{Schema: schema})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Close()
+	tb.Cleanup(func() {
+		if _, err := p.Exec(context.Background(), `DROP SCHEMA `+quoted+` CASCADE`); err != nil {
+			tb.Errorf("drop schema: %v", err)
+		}
+	})
+	for _, t := range []string{"runs", "leases"} {
+		if _, err := p.Exec(ctx, `ALTER TABLE `+quoted+`.`+t+` SET (autovacuum_enabled = false)`); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return schema, quoted
+}
+
+// fillTenant writes 20,000 run and lease rows of tenant into the schema
+// quoted, directly: a tenant as large as a busy one, made in a second.
+func fillTenant(tb testing.TB, quoted, tenant string) {
+	tb.Helper()
+	for _, q := range []string{
+		`INSERT INTO ` + quoted + `.runs(tenant, run, head_seq, head_hash, active_at)
+			SELECT $1, lpad(g::text, 26, '0'), 1, '\x00', g FROM generate_series(1, 20000) g`,
+		`INSERT INTO ` + quoted + `.leases(tenant, run, owner, epoch, expires_at, released)
+			SELECT $1, lpad(g::text, 26, '0'), '', 0, 'epoch', true FROM generate_series(1, 20000) g`,
+	} {
+		if _, err := testPool(tb).Exec(context.Background(), q, tenant); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // planNode is a node of EXPLAIN (FORMAT JSON).
