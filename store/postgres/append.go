@@ -70,9 +70,15 @@ func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n i
 	// lockLeases locks in the order of its array (see queries.go).
 	slices.Sort(ids)
 	b := &pgx.Batch{}
-	b.Queue(s.q.placeholders, s.tenant, ids)
-	b.Queue(s.q.lockLeases, s.tenant, ids)
-	b.Queue(s.q.runStates, s.tenant, ids)
+	if n == 1 {
+		b.Queue(s.q.placeholder, s.tenant, ids[0])
+		b.Queue(s.q.lockLease, s.tenant, ids[0])
+		b.Queue(s.q.runState, s.tenant, ids[0])
+	} else {
+		b.Queue(s.q.placeholders, s.tenant, ids)
+		b.Queue(s.q.lockLeases, s.tenant, ids)
+		b.Queue(s.q.runStates, s.tenant, ids)
+	}
 	locks := make([]locked, n)
 	err := x.lock(ctx, b, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {

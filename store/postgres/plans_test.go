@@ -48,6 +48,8 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 	}{
 		{"lockLeases", s.q.lockLeases, ids, []string{"leases"}},
 		{"runStates", s.q.runStates, ids, []string{"runs"}},
+		{"lockLease", s.q.lockLease, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"leases"}},
+		{"runState", s.q.runState, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"updateRun", s.q.updateRun, `'01AAAAAAAAAAAAAAAAAAAAAAAA', 2, '\x00'::bytea, NULL, NULL, NULL, NULL, NULL`, []string{"runs"}},
 		{"updateRuns", s.q.updateRuns, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 4) + nulls, []string{"runs"}},
 		{"sealRuns", s.q.sealRuns, ids + `, '{ok,ok}'::text[], '{1,2}'::bigint[], ` + hashes, []string{"runs"}},

@@ -9,6 +9,7 @@ import (
 // queries holds the SQL of one schema, built once at open.
 type queries struct {
 	placeholders, lockLeases, runStates                        string
+	placeholder, lockLease, runState                           string
 	insertRecord, claimAdmission, admissionHolder              string
 	insertRun, updateRun                                       string
 	insertRecords, insertRuns, updateRuns                      string
@@ -81,6 +82,15 @@ func newQueries(schema string) queries {
 		// reads the runs as the locks' previous holders committed them.
 		runStates: f(`SELECT r.* FROM unnest($2::text[]) AS u(run)
 			CROSS JOIN LATERAL ` + runByID("run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index", "u.run", "") + ` r`),
+		// The same three for one run ($2 its id), which most writes lock:
+		// with scalar parameters PostgreSQL soon keeps a generic plan and
+		// stops planning them per call, which with an array it never does
+		// (its estimate of an array's length is not the call's).
+		placeholder: f(`INSERT INTO {S}.leases(tenant, run, owner, epoch, expires_at, released)
+			VALUES ($1, $2, '', 0, 'epoch', true) ON CONFLICT (tenant, run) DO NOTHING`),
+		lockLease: f(`SELECT run, owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
+			WHERE tenant = $1 AND run = $2 FOR UPDATE`),
+		runState: f(`SELECT * FROM ` + runByID("run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index", "$2::text", "") + ` r`),
 		insertRecord: f(`INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
 			VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
 		// The multi-row forms, for a group: one statement per table. Rows go
