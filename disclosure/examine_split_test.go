@@ -89,3 +89,17 @@ func rehashFrom(t *testing.T, pkg []byte, ls [][]byte, starts []int, i int, f fu
 	out.Write(pkg[starts[j]:])
 	return out.Bytes()
 }
+
+// minRecordLine sizes each chunk's room for record lines (chunkPool): it
+// must be the length of the shortest line parseRecordLine accepts, with
+// its newline, or a chunk of short lines would grow its slice as it goes.
+func TestMinRecordLine_ShortestAcceptedLine(t *testing.T) {
+	h := store.ZeroDigest.String()
+	shortest := []byte(`{"hash":"` + h + `","raw":x}`)
+	if _, _, err := parseRecordLine(shortest); err != nil || len(shortest)+1 != minRecordLine {
+		t.Fatalf("the %d-byte line %q: %v; minRecordLine is %d", len(shortest), shortest, err, minRecordLine)
+	}
+	if _, _, err := parseRecordLine([]byte(`{"hash":"` + h + `","raw":}`)); err == nil {
+		t.Fatal("a line one byte shorter was accepted")
+	}
+}

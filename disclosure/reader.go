@@ -423,4 +423,13 @@ func (a *aheadReader) close() {
 
 // chunkPool keeps read-ahead chunks between verifications: a test suite or
 // a server verifying many small packages should not allocate megabytes each.
-var chunkPool = sync.Pool{New: func() any { return &chunk{b: make([]byte, aheadChunkSize)} }}
+// Each holds room for as many record lines as a chunk can: memory does not
+// grow with the lines' lengths as the chunks go round.
+var chunkPool = sync.Pool{New: func() any {
+	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, aheadChunkSize/minRecordLine+1)}
+}}
+
+// minRecordLine is the length of the shortest line parseRecordLine
+// accepts, its newline included: the prefix, the hash, `","raw":`, one
+// byte and the closing brace.
+const minRecordLine = len(`{"hash":"`) + 64 + len(`","raw":`) + 1 + 1 + 1
