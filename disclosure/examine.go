@@ -43,9 +43,6 @@ type examined struct {
 	// that line's claimed hash) in the same chunk.
 	chained     bool
 	used, chain store.Digest
-	// own says the worker computes chain itself, not the digest goroutine
-	// (share).
-	own bool
 	// claimed and raw are what parseRecordLine returned for the line
 	// (raw as offsets in the line), so the verifier does not parse it again.
 	claimed          store.Digest
@@ -57,66 +54,33 @@ type examined struct {
 var recordLinePrefix = []byte(`{"hash":"`)
 
 // chunk examines the record lines found whole in b, appending to ex. When
-// lineStart is false, b starts inside a line, which it skips. Half the
-// chained lines' hashes run beside the file's digest: turn is called once
-// with their jobs, must add b to the file's digest (in file order, so it
-// may wait for the chunks before) and returns how many jobs it completed
-// (sha256x2.Digest.WriteWith); the rest, and the other half (own), are
-// hashed here, two at a time. It is what the read-ahead's workers and its
-// digest goroutine do (scan, share, check, chainOwn; aheadReader.digest),
-// in one goroutine.
+// lineStart is false, b starts inside a line, which it skips. The chained
+// lines' hashes run beside the file's digest: turn is called once with
+// their jobs, must add b to the file's digest (in file order, so it may
+// wait for the chunks before) and returns how many jobs it completed
+// (sha256x2.Digest.WriteWith); the rest are hashed here, two at a time.
+// It is scan, the digest and check in one goroutine; the read-ahead runs
+// the digest on a goroutine of its own (aheadReader.digest).
 func (w *worker) chunk(b []byte, lineStart bool, ex []examined, turn func([]sha256x2.Job) int) []examined {
 	first := len(ex)
 	ex = w.scan(b, lineStart, ex)
-	share(ex[first:], true)
-	jobs := chainJobs(w.jobs[:0], b, ex[first:], false)
+	jobs := chainJobs(w.jobs[:0], b, ex[first:])
 	w.jobs = jobs[:0]
 	w.chainAll(jobs[turn(jobs):])
 	clear(jobs) // the jobs point into b and ex
 	w.check(b, ex[first:])
-	w.chainOwn(b, ex[first:])
 	return ex
 }
 
 // chainJobs appends to jobs the chain hashes of the chained lines of ex,
-// found in b, that are the worker's own (own) or the digest's (!own):
-// each job's Sum is its line's chain.
-func chainJobs(jobs []sha256x2.Job, b []byte, ex []examined, own bool) []sha256x2.Job {
+// found in b: each job's Sum is its line's chain.
+func chainJobs(jobs []sha256x2.Job, b []byte, ex []examined) []sha256x2.Job {
 	for i := range ex {
-		if e := &ex[i]; e.chained && e.own == own {
+		if e := &ex[i]; e.chained {
 			jobs = append(jobs, sha256x2.Job{Prefix: (*[32]byte)(&e.used), Data: b[e.off+e.rawStart : e.off+e.rawEnd], Sum: (*[32]byte)(&e.chain)})
 		}
 	}
 	return jobs
-}
-
-// share marks which chained lines of ex the worker hashes itself (own):
-// none, or, when half is set, every other pair of them. The digest
-// goroutine runs the others beside the file's blocks, where a chain
-// hash's blocks cost little more than the file's alone; but the digest
-// is the one stage that cannot run in parallel, and with every chain hash
-// it is more than half the work of a verification. When it falls behind,
-// the workers take half, two at a time (sha256x2), which costs more CPU in
-// all but shortens the stage everything waits for.
-func share(ex []examined, half bool) {
-	if !half {
-		return
-	}
-	k := 0
-	for i := range ex {
-		if e := &ex[i]; e.chained {
-			e.own = k&2 != 0
-			k++
-		}
-	}
-}
-
-// chainOwn computes the chain hashes of the lines of ex marked own.
-func (w *worker) chainOwn(b []byte, ex []examined) {
-	jobs := chainJobs(w.jobs[:0], b, ex, true)
-	w.jobs = jobs[:0]
-	w.chainAll(jobs)
-	clear(jobs) // the jobs point into b and ex
 }
 
 // scan finds the record lines whole in b and parses their framing,

@@ -214,10 +214,6 @@ type chunk struct {
 	scanned, checked, digested chan struct{}
 }
 
-// digestBehind is how many chunks waiting for the digest goroutine mean
-// it is behind: the workers then compute half the chain hashes (share).
-const digestBehind = 3
-
 // aheadChunkSize is small enough that the chunks in flight stay in the
 // caches shared by the reader, the workers and the verifier (a chunk is
 // read, digested, examined and checked, four passes), large enough that
@@ -304,16 +300,11 @@ func (a *aheadReader) produce(r io.Reader) {
 func (a *aheadReader) examine(w *worker) {
 	defer a.workers.Done()
 	for c := range a.work {
-		b := c.b[:c.n]
 		if !a.idle.Load() {
-			c.ex = w.scan(b, c.lineStart, c.ex)
-			// Chunks wait in order for the digest goroutine: it is
-			// behind the workers; they take half the chain hashes.
-			share(c.ex, len(a.order) >= digestBehind)
+			c.ex = w.scan(c.b[:c.n], c.lineStart, c.ex)
 		}
 		close(c.scanned)
-		w.check(b, c.ex)
-		w.chainOwn(b, c.ex)
+		w.check(c.b[:c.n], c.ex)
 		close(c.checked)
 	}
 }
@@ -327,7 +318,7 @@ func (a *aheadReader) digest(w *worker) {
 	for c := range a.order {
 		<-c.scanned // a worker never blocks, so this wait ends
 		b := c.b[:c.n]
-		jobs := chainJobs(w.jobs[:0], b, c.ex, false)
+		jobs := chainJobs(w.jobs[:0], b, c.ex)
 		w.chainAll(jobs[a.fileSum.WriteWith(b, jobs):])
 		clear(jobs) // the jobs point into b and ex
 		w.jobs = jobs[:0]
