@@ -11,13 +11,14 @@ import (
 
 // The verifier's two costs per byte beyond the file's own digest are each
 // record's chain hash and the check of its body. Both are functions of a
-// record line alone, given the hash it chains from, so workers compute
-// them for whole chunks while the verifier checks the chunks before
-// (aheadReader). The verifier uses a worker's result only for the exact
-// line it examined, and its chain hash only when the hash it chained from
-// is the one the verifier recomputed itself: a record line's claimed hash
-// is never trusted, only used to start a computation whose input the
-// verifier then compares.
+// record line alone, given the hash it chains from, so they are computed
+// for whole chunks while the verifier checks the chunks before: the body
+// checks by workers, the chain hashes by the file digest's goroutine,
+// beside the file's blocks (aheadReader). The verifier uses these results
+// only for the exact line examined, and a chain hash only when the hash it
+// chained from is the one the verifier recomputed itself: a record line's
+// claimed hash is never trusted, only used to start a computation whose
+// input the verifier then compares.
 
 // examiner configures the workers of a verification.
 type examiner struct {
