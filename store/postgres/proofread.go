@@ -20,10 +20,11 @@ import (
 // nodes: every level of a log of a million sealed runs (the levels from 1
 // up at two million, from 2 up at four). A proof from a log the cache
 // holds whole reads from the database only the size, and for an
-// inclusion proof the run's row and its leaf node: at 10^6 runs, on a
-// server whose buffers are smaller than the tables, each node read from
-// the database is a page read too, and the p99 of an inclusion proof
-// reading three was over 1 ms. The cache takes only what the log needs.
+// inclusion proof the run's position and its leaf node (one index-only
+// scan each, proofindex.go): at 10^6 runs, on a server whose buffers are
+// smaller than the tables, each node read from the database is a page
+// read too, and the p99 of an inclusion proof reading three was over 1 ms.
+// The cache takes only what the log needs.
 const DefaultNodeCacheBytes = 64 << 20
 
 // The log's read paths (proofs, roots) read outside any transaction: every
@@ -47,42 +48,47 @@ const DefaultNodeCacheBytes = 64 << 20
 
 // runInLogSQL is, in one round trip: a first row with the committed size,
 // the run's position and its stored leaf (a row even for an unknown run),
-// then one row per stored node among the leaf's node (always: it is
-// checked against the run's leaf, see store.RunInLog), the siblings of its
-// path and the right border of the tree of size $3 (the committed size
-// when NULL), on the levels below floor, the node cache's. The levels are
-// spelled out as a VALUES list, one statement per floor (a floor changes
-// only as the log grows by powers of two), so the plan has no parameter
-// in its shape: the generic plan is the custom one and the prepared
-// statement keeps it (a series up to a parameter was planned anew on
-// every execution, 0.7 ms each), and the server does nothing but the
-// index lookups (a series filtered by a parameter and its de-duplication
-// cost the server about as much as the lookups). A border node that does
-// not exist is a NULL index, which matches nothing; a node listed twice
-// comes back twice, which log.Ahead does not mind.
+// then the leaf's node as the log stores it (always: it is checked against
+// the run's leaf, see store.RunInLog), then one row per stored node among
+// the siblings of the leaf's path and the right border of the tree of size
+// $3 (the committed size when NULL), on the levels below floor, the node
+// cache's. The run and its leaf node are each one index-only scan of a
+// covering index (proofindex.go): a leaf page of each, and no heap page
+// once the table's visibility map is set; "log_index IS NOT NULL" and the
+// constant level 0 are what let the planner use the partial indexes. The
+// levels below the floor are spelled out as a VALUES list, one statement
+// per floor (a floor changes only as the log grows by powers of two), so
+// the plan has no parameter in its shape: the generic plan is the custom
+// one and the prepared statement keeps it (a series up to a parameter was
+// planned anew on every execution, 0.7 ms each), and the server does
+// nothing but the index lookups (a series filtered by a parameter and its
+// de-duplication cost the server about as much as the lookups). A border
+// node that does not exist is a NULL index, which matches nothing; a node
+// listed twice comes back twice, which log.Ahead does not mind.
 func runInLogSQL(schema string, floor uint) string {
 	var b strings.Builder
 	b.WriteString(`WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
-	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2)
-	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true`)
-	b.WriteString(`
+	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2 AND log_index IS NOT NULL)
+	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
 	UNION ALL
-	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash`)
-	if floor == 0 {
+	SELECT NULL, NULL, NULL, 0, n.idx, n.hash FROM r JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = r.log_index`)
+	if floor > 0 {
 		b.WriteString(`
-	FROM r, LATERAL (VALUES (0, r.log_index)`)
-	} else {
-		b.WriteString(`
+	UNION ALL
+	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash
 	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
-		LATERAL (VALUES (0, r.log_index)`)
-	}
-	for l := range floor {
-		fmt.Fprintf(&b, `,
+		LATERAL (VALUES `)
+		for l := range floor {
+			if l > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `
 			(%d, (r.log_index >> %d) # 1),
 			(%d, CASE WHEN (t.size >> %d) & 1 = 1 THEN (t.size >> %d) - 1 END)`, l, l, l, l, l)
-	}
-	b.WriteString(`) w(level, idx)
+		}
+		b.WriteString(`) w(level, idx)
 	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
+	}
 	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
 }
 

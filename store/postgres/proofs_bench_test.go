@@ -52,7 +52,13 @@ func BenchmarkProofs(b *testing.B) {
 	ctx := context.Background()
 	// One tenant per size, kept: the log is built on the first run and
 	// reused (CreateSealedLog checks its root) by the next.
-	s := openStore(b, Options{Schema: "runseal_bench_proofs", Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
+	// $RUNSEAL_BENCH_PROOFS_SCHEMA puts it in another schema, so that builds
+	// of two schema versions can be measured alternately on one server.
+	schema := "runseal_bench_proofs"
+	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SCHEMA"); v != "" {
+		schema = v
+	}
+	s := openStore(b, Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
 	start := time.Now()
 	runs, tree := sealedLog(b, s, n)
 	var buffers string
