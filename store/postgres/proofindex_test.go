@@ -25,9 +25,16 @@ func inclusionScans(t *testing.T, s *Store, run store.RunID) []planScan {
 	if q.floor == 0 {
 		args = args[:2]
 	}
+	return scans(t, s, q.sql, args...)
+}
+
+// scans runs query under EXPLAIN (ANALYZE) and returns the scans of runs
+// and log_nodes in its plan.
+func scans(t *testing.T, s *Store, query string, args ...any) []planScan {
+	t.Helper()
 	var out []byte
-	if err := s.pool.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q.sql, args...).Scan(&out); err != nil {
-		t.Fatalf("explain the inclusion statement: %v", err)
+	if err := s.pool.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+query, args...).Scan(&out); err != nil {
+		t.Fatalf("explain %.60q: %v", query, err)
 	}
 	var plans []struct{ Plan json.RawMessage }
 	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
@@ -94,6 +101,12 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 	}
 	for _, i := range []int{0, 1499, 2999} {
 		checkIndexOnly(t, s, runs[i])
+	}
+	// A level-0 tile (and the node cache's fill of level 0) reads the
+	// same index, in order.
+	q, args := s.logNodesQuery(0, 256, 512)
+	if sc := scans(t, s, q, args...); len(sc) != 1 || sc[0].Type != "Index Only Scan" || sc[0].Index != "log_leaves" || sc[0].HeapFetches != 0 {
+		t.Fatalf("level-0 tile read scans %+v; want one index-only scan of log_leaves", sc)
 	}
 	if err := s.WarmNodeCache(context.Background()); err != nil {
 		t.Fatal(err)
