@@ -30,7 +30,13 @@ package postgres
 // tables they index. Each costs a seal one more index entry; the seal's
 // update of the run's row was already not a HOT update (log_index is
 // indexed by runs_log).
+//
+// The migration builds both in its transaction, which holds off writes to
+// runs and log_nodes while it runs: seconds at 10^6 sealed runs. An
+// operator of a much larger log can build them first without blocking
+// writers, with CREATE INDEX CONCURRENTLY and these exact definitions and
+// names, and the migration then keeps them (IF NOT EXISTS).
 const proofIndexesSchema = `
-CREATE INDEX runs_proof ON {S}.runs(tenant, run) INCLUDE (log_index, leaf) WHERE log_index IS NOT NULL;
-CREATE INDEX log_leaves ON {S}.log_nodes(tenant, idx) INCLUDE (hash) WHERE level = 0;
+CREATE INDEX IF NOT EXISTS runs_proof ON {S}.runs(tenant, run) INCLUDE (log_index, leaf) WHERE log_index IS NOT NULL;
+CREATE INDEX IF NOT EXISTS log_leaves ON {S}.log_nodes(tenant, idx) INCLUDE (hash) WHERE level = 0;
 `

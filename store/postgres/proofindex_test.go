@@ -115,9 +115,10 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 }
 
 // TestMigrate_ProofIndexesOnExistingLog: a database written before the
-// covering indexes (schema version 6, the log already sealed) gains them
-// when a Store opens it, and its proofs are then served from them and
-// still verify with x/mod's tlog.
+// covering indexes (schema version 6, the log already sealed, one of the
+// indexes built ahead by its operator) gains them when a Store opens it,
+// and its proofs are then served from them and still verify with x/mod's
+// tlog.
 func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 	ctx := context.Background()
 	schema := "runseal_p" + strings.ToLower(freshTenant()[1:12])
@@ -136,6 +137,9 @@ func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 	}
 	sqlExec(t, `DROP INDEX `+schema+`.runs_proof, `+schema+`.log_leaves`)
 	sqlExec(t, `DELETE FROM `+schema+`.migrations WHERE version = $1`, v)
+	// An operator may build one beforehand without blocking writers; the
+	// migration keeps it and builds the other.
+	sqlExec(t, `CREATE INDEX CONCURRENTLY log_leaves ON `+schema+`.log_nodes(tenant, idx) INCLUDE (hash) WHERE level = 0`)
 
 	s := openStore(t, Options{Schema: schema, Tenant: old.tenant})
 	var n int
