@@ -151,5 +151,8 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 	if pages {
 		fmt.Fprintln(w, "server pages: table and index pages one proof touched on the server; not buffered: of those, read from outside shared_buffers (a cold pass counts the node cache's fill too)")
 	}
+	if p.WarmSeconds > 0 {
+		fmt.Fprintf(w, "node cache filled in %.1fs between the passes\n", p.WarmSeconds)
+	}
 	fmt.Fprintf(w, "target p99 <= %d µs (second pass): wall %s, cpu %s\n", targetProofP99us, metText(p.Met), metText(p.CPUMet))
 }
