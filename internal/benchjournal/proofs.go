@@ -175,7 +175,8 @@ type timing struct {
 	cache0    log.CacheStats
 	trips0    uint64
 	nodes     int
-	// bufs0 and bufErr are the server's buffer counts at the start.
+	// hits0 and reads0 are the server's buffer counts at the start (bufErr:
+	// it could not say).
 	hits0, reads0 uint64
 	bufErr        error
 }
