@@ -12,8 +12,8 @@ import (
 // page cache or the disk). The server publishes a session's counts only
 // now and then (at most once a second, or once the session has idled a
 // while), so it first makes every idle connection of the pool publish its
-// own (pg_stat_force_next_flush, PostgreSQL 15 and later; on an older
-// server the counts may lag). A benchmark takes the difference across a
+// own (pg_stat_force_next_flush, PostgreSQL 15 and later; an older server
+// is an error, rather than counts that lag). A benchmark takes the difference across a
 // pass of proofs it alone runs: the pages one proof touches, and how many
 // of them the server had to read.
 func (s *Store) ServerBuffers(ctx context.Context) (hits, reads uint64, err error) {
@@ -24,17 +24,18 @@ func (s *Store) ServerBuffers(ctx context.Context) (hits, reads uint64, err erro
 	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		return 0, 0, fmt.Errorf("buffer counts: %w", err)
 	}
-	if version >= 150000 {
-		var ferr error
-		for _, c := range s.pool.AcquireAllIdle(ctx) {
-			if ferr == nil {
-				_, ferr = c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
-			}
-			c.Release()
+	if version < 150000 {
+		return 0, 0, fmt.Errorf("buffer counts: server version %d cannot be made to publish a session's counts at once; PostgreSQL 15 or later can", version)
+	}
+	var ferr error
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		if ferr == nil {
+			_, ferr = c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
 		}
-		if ferr != nil {
-			return 0, 0, fmt.Errorf("buffer counts: %w", ferr)
-		}
+		c.Release()
+	}
+	if ferr != nil {
+		return 0, 0, fmt.Errorf("buffer counts: %w", ferr)
 	}
 	// Read in a transaction of its own, after the flushes: a session's
 	// statistics snapshot lasts its transaction.
