@@ -112,6 +112,36 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckProofStatements(t, s, runs[:40], tree, 1, 1)
+
+	// With the cache above level 0 (floor 2), the statement also reads the
+	// leaf's sibling and the border's leaf from log_leaves, and the nodes
+	// of level 1 through the primary key.
+	const chunk = 256*32 + 256/8
+	low := openStore(t, Options{Schema: s.schema, NodeCacheBytes: 8 * chunk})
+	lowRuns, lowTree := sealedLog(t, low, 1003)
+	if err := low.WarmNodeCache(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f := low.nodeCache.Floor(); f != 2 {
+		t.Fatalf("node cache floor %d, want 2 (the test's premise)", f)
+	}
+	sc := inclusionScans(t, low, lowRuns[700])
+	leaves := 0
+	for _, x := range sc {
+		switch {
+		case x.Type == "Index Only Scan" && (x.Index == "runs_proof" || x.Index == "log_leaves") && x.HeapFetches == 0:
+			if x.Index == "log_leaves" {
+				leaves++
+			}
+		case x.Type == "Index Scan" && x.Index == "log_nodes_pkey":
+		default:
+			t.Fatalf("floor 2: inclusion statement scans %+v (all: %+v)", x, sc)
+		}
+	}
+	if leaves != 1 {
+		t.Fatalf("floor 2: %d scans of log_leaves, want the one of level 0 (all: %+v)", leaves, sc)
+	}
+	storetest.CheckProofStatements(t, low, lowRuns, lowTree, 1, 1)
 }
 
 // TestMigrate_ProofIndexesOnExistingLog: a database written before the

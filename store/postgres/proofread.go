@@ -52,7 +52,8 @@ const DefaultNodeCacheBytes = 64 << 20
 // the run's leaf, see store.RunInLog), then one row per stored node among
 // the siblings of the leaf's path and the right border of the tree of size
 // $3 (the committed size when NULL), on the levels below floor, the node
-// cache's. The run and its leaf node are each one index-only scan of a
+// cache's (level 0's from log_leaves, where the leaf's sibling is on the
+// leaf's page). The run and its leaf node are each one index-only scan of a
 // covering index (proofindex.go): a leaf page of each, and no heap page
 // once the table's visibility map is set; "log_index IS NOT NULL" and the
 // constant level 0 are what let the planner use the partial indexes. The
@@ -70,16 +71,28 @@ func runInLogSQL(schema string, floor uint) string {
 	b.WriteString(`WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
 	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2 AND log_index IS NOT NULL)
 	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
-	UNION ALL
+	UNION ALL`)
+	if floor == 0 {
+		b.WriteString(`
 	SELECT NULL, NULL, NULL, 0, n.idx, n.hash FROM r JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = r.log_index`)
-	if floor > 0 {
+		return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
+	}
+	// Level 0 (the leaf, its sibling, the border's leaf) from log_leaves,
+	// where the sibling is on the leaf's own page; the levels above from
+	// the primary key.
+	b.WriteString(`
+	SELECT NULL, NULL, NULL, 0, n.idx, n.hash
+	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
+		LATERAL (VALUES (r.log_index), (r.log_index # 1), (CASE WHEN t.size & 1 = 1 THEN t.size - 1 END)) w(idx)
+	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = w.idx`)
+	if floor > 1 {
 		b.WriteString(`
 	UNION ALL
 	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash
 	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
 		LATERAL (VALUES `)
-		for l := range floor {
-			if l > 0 {
+		for l := uint(1); l < floor; l++ {
+			if l > 1 {
 				b.WriteString(",")
 			}
 			fmt.Fprintf(&b, `
