@@ -2,13 +2,10 @@ package disclosure
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"testing"
 
-	"golang.org/x/mod/sumdb/note"
-
-	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 )
 
@@ -55,34 +52,11 @@ func TestLatestNote_PrefersWitnessed(t *testing.T) {
 // log's signature and the policy met, and never without a policy.
 func TestVerifyAgainst_PolicyRequired(t *testing.T) {
 	const origin = "example.com/against"
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: origin, Size: 0, Root: checkpoint.EmptyRoot()}, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	none, err := checkpoint.ParsePolicy([]byte("quorum none\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, wvkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "witness.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wv, err := checkpoint.NewCosignatureVerifier(wvkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	one, err := checkpoint.NewThresholdPolicy(1, wv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := journaltest.NewLog(t, origin)
+	vkey := l.VKey
+	n := l.Note(t, 0, nil)
+	none := journaltest.Policy(t, nil)
+	one := journaltest.Policy(t, nil, journaltest.NewWitness(t, "witness.example"))
 	if sc, err := VerifyAgainst(n, vkey, none); err != nil || sc.Checkpoint().Origin != origin {
 		t.Fatalf("quorum none: %v", err)
 	}
@@ -90,8 +64,7 @@ func TestVerifyAgainst_PolicyRequired(t *testing.T) {
 	if _, err := VerifyAgainst(n, vkey, one); !errors.Is(err, ErrCheckpointPolicy) || !errors.As(err, &pe) {
 		t.Fatalf("unwitnessed against a witness policy: %v", err)
 	}
-	_, otherV, _ := checkpoint.GenerateLogKey(rand.Reader, origin)
-	if _, err := VerifyAgainst(n, otherV, none); !errors.Is(err, ErrCheckpointPolicy) {
+	if _, err := VerifyAgainst(n, journaltest.NewLog(t, origin).VKey, none); !errors.Is(err, ErrCheckpointPolicy) {
 		t.Fatalf("another log key: %v", err)
 	}
 	if _, err := VerifyAgainst(n, vkey, nil); err == nil {

@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -55,19 +55,8 @@ type fakeLog struct {
 
 func newFakeLog(t testing.TB) (*fakeLog, disclosure.Options) {
 	t.Helper()
-	skey, vkey, err := checkpoint.GenerateLogKey(rand.Reader, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := checkpoint.ParsePolicy([]byte("log " + vkey + "\nquorum none\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeLog{t: t, signer: s, cur: &tree{}, signed: map[uint64][]byte{}}, disclosure.Options{Policy: pol}
+	l := journaltest.NewLog(t, origin)
+	return &fakeLog{t: t, signer: l.Signer, cur: &tree{}, signed: map[uint64][]byte{}}, disclosure.Options{Policy: journaltest.Policy(t, l)}
 }
 
 // use makes tr the log's tree and signs its checkpoint.

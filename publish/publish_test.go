@@ -2,7 +2,6 @@ package publish
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/witness"
@@ -44,15 +44,8 @@ type liveWitness struct {
 
 func newLiveWitness(t *testing.T, name, logOrigin, logVKey string) *liveWitness {
 	t.Helper()
-	skey, vkey, err := checkpoint.GenerateCosignerKey(rand.Reader, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.NewCosigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lw := &liveWitness{t: t, name: name, vkey: vkey, cosigner: c, logOrigin: logOrigin, logVKey: logVKey}
+	k := journaltest.NewWitness(t, name)
+	lw := &liveWitness{t: t, name: name, vkey: k.VKey, cosigner: k.Cosigner, logOrigin: logOrigin, logVKey: logVKey}
 	lw.loseState()
 	lw.h = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		lw.mu.Lock()
@@ -156,19 +149,8 @@ func newPubEnv(t *testing.T) *pubEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	skey, _, err := checkpoint.GenerateLogKey(rand.Reader, j.Origin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, vkey, err := checkpoint.SignerForOrigin(skey, j.Origin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := checkpoint.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pubEnv{t: t, j: j, signer: s, vkey: vkey, logV: v}
+	l := journaltest.NewLog(t, j.Origin())
+	return &pubEnv{t: t, j: j, signer: l.Signer, vkey: l.VKey, logV: l.Verifier}
 }
 
 // sealAndSign seals n runs and keeps a signed checkpoint of the new size.
@@ -448,10 +430,7 @@ func TestPublisherCrashAfterWitnessCommit(t *testing.T) {
 func TestPublisherWitnessAheadIsRefused(t *testing.T) {
 	ctx := context.Background()
 	e := newPubEnv(t)
-	_, vkey, err := checkpoint.GenerateCosignerKey(rand.Reader, "liar.example")
-	if err != nil {
-		t.Fatal(err)
-	}
+	vkey := journaltest.NewWitness(t, "liar.example").VKey
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -36,19 +37,8 @@ type memLog struct {
 func newMemLog(t testing.TB) *memLog {
 	t.Helper()
 	const origin = "example.com/runseal/test"
-	skey, vkey, err := checkpoint.GenerateLogKey(nil, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := checkpoint.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := checkpoint.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &memLog{nodes: &log.MemStore{}, origin: origin, signer: s, verifier: v, vkey: vkey}
+	l := journaltest.NewLog(t, origin)
+	return &memLog{nodes: &log.MemStore{}, origin: origin, signer: l.Signer, verifier: l.Verifier, vkey: l.VKey}
 }
 
 // leafValue is the deterministic leaf value at index i.

@@ -116,7 +116,7 @@ func (a *app) openFile(ctx context.Context, path, tenant, origin string) (*sqlit
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, usageErrorf("--tenant: %v", err)
 	}
-	return sqlite.Open(ctx, path, sqlite.Options{Tenant: tenant, Origin: origin, Logger: a.log})
+	return sqlite.Open(ctx, path, sqlite.Options{Tenant: tenant, Origin: origin, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
 }
 
 // openStore opens tenant's view of the journal at loc. With create, a
@@ -148,13 +148,13 @@ func (a *app) openStores(ctx context.Context, loc location, tenants []string, cr
 		}
 	}()
 	if loc.dsn != "" {
-		first, err := postgres.Open(ctx, loc.dsn, postgres.Options{Tenant: tenants[0], Logger: a.log})
+		first, err := postgres.Open(ctx, loc.dsn, postgres.Options{Tenant: tenants[0], Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
 		if err != nil {
 			return nil, false, err
 		}
 		out = append(out, first)
 		for _, t := range tenants[1:] {
-			ps, err := postgres.New(ctx, first.Pool(), postgres.Options{Tenant: t, Logger: a.log})
+			ps, err := postgres.New(ctx, first.Pool(), postgres.Options{Tenant: t, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
 			if err != nil {
 				return nil, false, err
 			}

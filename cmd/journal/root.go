@@ -50,6 +50,7 @@ type app struct {
 	key      string // --key
 	tenant   string // --tenant
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
+	onePass  bool   // the command reads the journal once and proves nothing (nodeCacheBytes, export.go)
 
 	onServe func(addr string) // tests learn where serve listens
 

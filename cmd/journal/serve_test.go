@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/runseal/runseal/checkpoint"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/witness"
 )
@@ -41,14 +41,8 @@ type testWitness struct {
 func newTestWitness(t *testing.T, name, logOrigin, logVKey string) *testWitness {
 	t.Helper()
 	ctx := context.Background()
-	skey, vkey, err := checkpoint.GenerateCosignerKey(rand.Reader, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.NewCosigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := journaltest.NewWitness(t, name)
+	vkey, c := k.VKey, k.Cosigner
 	st, err := witness.OpenStore(ctx, filepath.Join(t.TempDir(), "w.db"), witness.StoreOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
@@ -305,10 +299,7 @@ func TestServeWitnessedEndToEnd(t *testing.T) {
 
 	// Under a stricter policy, what was witnessed under the old one is not
 	// vouched for.
-	_, w3, err := checkpoint.GenerateCosignerKey(rand.Reader, "w3.example")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w3 := journaltest.NewWitness(t, "w3.example").VKey
 	strict := filepath.Join(t.TempDir(), "strict")
 	pol3 := fmt.Sprintf("log %s\nwitness w1 %s http://%s\nwitness w2 %s http://%s\nwitness w3 %s http://127.0.0.1:1\ngroup all3 all w1 w2 w3\nquorum all3\n",
 		vkey, w1.vkey, w1.addr, w2.vkey, w2.addr, w3)

@@ -12,6 +12,9 @@
 // nothing ran), inside the inner transaction after the caller's work ran
 // (FailInTx: for AppendAtomic, whatever the work wrote in the journal's
 // transaction rolls back with the records), and after the commit (LoseAck).
+// The optional interfaces' writes and reads (signed checkpoints, the
+// publication outbox, cosignatures and witness state, alarms, the
+// disclosure register, tokens) fail on the same schedule (optional.go).
 //
 // Faults are chosen per operation from a seeded schedule: the n-th
 // operation's fault depends only on the seed and n, so a failing test
@@ -333,8 +336,7 @@ func (j *Journal) Renew(ctx context.Context, run store.RunID, owner string, epoc
 
 // ReleaseLease fails on schedule.
 func (j *Journal) ReleaseLease(ctx context.Context, run store.RunID, epoch store.Epoch) error {
-	_, err := do(ctx, j, "ReleaseLease", true, func() (struct{}, error) { return struct{}{}, j.Journal.ReleaseLease(ctx, run, epoch) })
-	return err
+	return doErr(ctx, j, "ReleaseLease", true, func() error { return j.Journal.ReleaseLease(ctx, run, epoch) })
 }
 
 // RequestCancel fails on schedule.

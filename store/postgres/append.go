@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,12 +53,12 @@ func (x *session) lockRun(ctx context.Context, run store.RunID) (locked, error) 
 	return ls[0], nil
 }
 
-// lockRuns is lockRun for n runs in one transaction. They must be given
-// in run-id order, which is the order the locks are taken in, by every
-// writer: so writers locking several runs cannot deadlock each other.
-// Three statements whatever n is: create the missing lease rows, lock them
-// all, then read the runs (a separate statement, so that under READ
-// COMMITTED it reads what the locks' previous holders committed).
+// lockRuns is lockRun for n runs in one transaction. The locks are taken
+// in run-id order, by every writer, whatever order run gives them in: so
+// writers locking several runs cannot deadlock each other. Three
+// statements whatever n is: create the missing lease rows, lock them all,
+// then read the runs (a separate statement, so that under READ COMMITTED
+// it reads what the locks' previous holders committed).
 func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n int) ([]locked, error) {
 	s := x.s
 	ids := make([]string, n)
@@ -66,10 +67,18 @@ func (x *session) lockRuns(ctx context.Context, run func(i int) store.RunID, n i
 		ids[i] = run(i).String()
 		at[ids[i]] = i
 	}
+	// lockLeases locks in the order of its array (see queries.go).
+	slices.Sort(ids)
 	b := &pgx.Batch{}
-	b.Queue(s.q.placeholders, s.tenant, ids)
-	b.Queue(s.q.lockLeases, s.tenant, ids)
-	b.Queue(s.q.runStates, s.tenant, ids)
+	if n == 1 {
+		b.Queue(s.q.placeholder, s.tenant, ids[0])
+		b.Queue(s.q.lockLease, s.tenant, ids[0])
+		b.Queue(s.q.runState, s.tenant, ids[0])
+	} else {
+		b.Queue(s.q.placeholders, s.tenant, ids)
+		b.Queue(s.q.lockLeases, s.tenant, ids)
+		b.Queue(s.q.runStates, s.tenant, ids)
+	}
 	locks := make([]locked, n)
 	err := x.lock(ctx, b, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
@@ -144,25 +153,6 @@ func readRunStates(br pgx.BatchResults, at map[string]int, locks []locked) error
 		locks[i].run = st
 	}
 	return rows.Err()
-}
-
-func scanRunState(row pgx.Row, run store.RunID) (runState, error) {
-	var st runState
-	var seq int64
-	var hash []byte
-	err := row.Scan(&seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("read run %s: %w", run, err)
-	}
-	if len(hash) != 32 || seq < 1 {
-		return st, &store.CorruptError{Run: run, Detail: "run head row is malformed"}
-	}
-	st.exists = true
-	st.head = store.Head{Seq: store.Seq(seq), Hash: store.Digest(hash)}
-	return st, nil
 }
 
 // fence refuses epoch unless it is the run's current lease epoch. A run

@@ -9,7 +9,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runseal/runseal/store"
@@ -135,7 +134,7 @@ func (s *Store) Heads(ctx context.Context, runs []store.RunID) ([]store.Head, er
 	if len(runs) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT run, head_seq, head_hash FROM `+pgx.Identifier{s.schema}.Sanitize()+`.runs WHERE tenant = $1 AND run = ANY($2)`, s.tenant, ids)
+	rows, err := s.pool.Query(ctx, s.q.heads, s.tenant, ids)
 	if err != nil {
 		return nil, s.readErr("read heads", err)
 	}
