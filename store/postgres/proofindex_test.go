@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/storetest"
@@ -115,7 +118,7 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 
 	// With the cache above level 0 (floor 2), the statement also reads the
 	// leaf's sibling and the border's leaf from log_leaves, and the nodes
-	// of level 1 through the primary key.
+	// of level 1 through the primary key, each a probe of its own.
 	const chunk = 256*32 + 256/8
 	low := openStore(t, Options{Schema: s.schema, NodeCacheBytes: 8 * chunk})
 	lowRuns, lowTree := sealedLog(t, low, 1003)
@@ -126,20 +129,22 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 		t.Fatalf("node cache floor %d, want 2 (the test's premise)", f)
 	}
 	sc := inclusionScans(t, low, lowRuns[700])
-	leaves := 0
+	leaves, upper := 0, 0
 	for _, x := range sc {
 		switch {
-		case x.Type == "Index Only Scan" && (x.Index == "runs_proof" || x.Index == "log_leaves") && x.HeapFetches == 0:
-			if x.Index == "log_leaves" {
-				leaves++
-			}
+		case x.Type == "Index Only Scan" && x.Index == "runs_proof" && x.HeapFetches == 0:
+		case x.Type == "Index Only Scan" && x.Index == "log_leaves" && x.HeapFetches == 0:
+			leaves++
 		case x.Type == "Index Scan" && x.Index == "log_nodes_pkey":
+			upper++
 		default:
 			t.Fatalf("floor 2: inclusion statement scans %+v (all: %+v)", x, sc)
 		}
 	}
-	if leaves != 1 {
-		t.Fatalf("floor 2: %d scans of log_leaves, want the one of level 0 (all: %+v)", leaves, sc)
+	// Level 0: the leaf, its sibling, the border's leaf; level 1: the
+	// sibling and the border's node.
+	if leaves != 3 || upper != 2 {
+		t.Fatalf("floor 2: %d probes of log_leaves and %d of the primary key, want 3 and 2 (all: %+v)", leaves, upper, sc)
 	}
 	storetest.CheckProofStatements(t, low, lowRuns, lowTree, 1, 1)
 }
@@ -181,4 +186,77 @@ func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckProofStatements(t, s, runs[:64], tree, 1, 1)
+}
+
+// TestPlans_InclusionProbesByRun: the inclusion statement probes runs by
+// (tenant, run) and log_nodes by (tenant, idx), in custom and in generic
+// plans, for a tenant the statistics do not know beside a large one they
+// do, and for the large one: a scan of the tenant's prefix would read
+// every run of it, on every proof.
+func TestPlans_InclusionProbesByRun(t *testing.T) {
+	ctx := context.Background()
+	p := testPool(t)
+	schema, qs := statsSchema(t, "proofplans")
+	if _, err := p.Exec(ctx, `ALTER TABLE `+qs+`.log_nodes SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	big := openStore(t, Options{Schema: schema, Tenant: "big"})
+	sealedLog(t, big, 20000) // VACUUM (FREEZE, ANALYZE) after
+	pc, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	conn := pc.Conn()
+	for _, floor := range []uint{0, 2} {
+		sql := runInLogSQL(schema, floor)
+		args := `'%s', '01AAAAAAAAAAAAAAAAAAAAAAAA'`
+		if floor > 0 {
+			args += `, NULL`
+		}
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			for _, tenant := range []string{"fresh", "big"} {
+				for _, q := range []string{`SET plan_cache_mode = ` + mode, `PREPARE incl AS ` + sql} {
+					if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+				var doc []struct{ Plan planNode }
+				q := `EXPLAIN (FORMAT JSON) EXECUTE incl(` + fmt.Sprintf(args, tenant) + `)`
+				if err := conn.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&doc); err != nil || len(doc) != 1 {
+					t.Fatalf("%s: %v", q, err)
+				}
+				if bad := doc[0].Plan.offProbe(); bad != "" {
+					t.Errorf("floor %d, %s, tenant %q: %s\n%s", floor, mode, tenant, bad, doc[0].Plan.String(""))
+				}
+				if _, err := conn.Exec(ctx, `DEALLOCATE incl`, pgx.QueryExecModeSimpleProtocol); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, `RESET plan_cache_mode`, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offProbe returns what is wrong with the first scan of runs or log_nodes
+// that is not an index probe by run or by node index.
+func (n planNode) offProbe() string {
+	switch n.Relation {
+	case "runs":
+		if !strings.HasPrefix(n.NodeType, "Index") || (n.Index != "runs_proof" && n.Index != "runs_pkey") || !strings.Contains(n.IndexCond, "(run ") {
+			return fmt.Sprintf("%s of runs by %q (%s)", n.NodeType, n.Index, n.IndexCond)
+		}
+	case "log_nodes":
+		if !strings.HasPrefix(n.NodeType, "Index") || (n.Index != "log_leaves" && n.Index != "log_nodes_pkey") || !strings.Contains(n.IndexCond, "(idx ") {
+			return fmt.Sprintf("%s of log_nodes by %q (%s)", n.NodeType, n.Index, n.IndexCond)
+		}
+	}
+	for _, c := range n.Plans {
+		if bad := c.offProbe(); bad != "" {
+			return bad
+		}
+	}
+	return ""
 }

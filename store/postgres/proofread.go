@@ -52,55 +52,44 @@ const DefaultNodeCacheBytes = 64 << 20
 // the run's leaf, see store.RunInLog), then one row per stored node among
 // the siblings of the leaf's path and the right border of the tree of size
 // $3 (the committed size when NULL), on the levels below floor, the node
-// cache's (level 0's from log_leaves, where the leaf's sibling is on the
-// leaf's page). The run and its leaf node are each one index-only scan of a
-// covering index (proofindex.go): a leaf page of each, and no heap page
-// once the table's visibility map is set; "log_index IS NOT NULL" and the
-// constant level 0 are what let the planner use the partial indexes. The
-// levels below the floor are spelled out as a VALUES list, one statement
-// per floor (a floor changes only as the log grows by powers of two), so
-// the plan has no parameter in its shape: the generic plan is the custom
-// one and the prepared statement keeps it (a series up to a parameter was
-// planned anew on every execution, 0.7 ms each), and the server does
-// nothing but the index lookups (a series filtered by a parameter and its
-// de-duplication cost the server about as much as the lookups). A border
-// node that does not exist is a NULL index, which matches nothing; a node
-// listed twice comes back twice, which log.Ahead does not mind.
+// cache's. The run and its level-0 nodes are index-only scans of covering
+// indexes (proofindex.go): a leaf page of each, where the leaf's sibling
+// is on the leaf's own page, and no heap page once the table's visibility
+// map is set; "log_index IS NOT NULL" and the constant level 0 are what
+// let the planner use the partial indexes. The levels below the floor are
+// spelled out, one statement per floor (a floor changes only as the log
+// grows by powers of two), so the plan has no parameter in its shape: the
+// generic plan is the custom one and the prepared statement keeps it (a
+// series up to a parameter was planned anew on every execution, 0.7 ms
+// each), and the server does nothing but the index probes (a series
+// filtered by a parameter and its de-duplication cost the server about as
+// much as the probes). A border node that does not exist is a NULL index,
+// which matches nothing; a node listed twice comes back twice, which
+// log.Ahead does not mind.
 func runInLogSQL(schema string, floor uint) string {
 	var b strings.Builder
 	b.WriteString(`WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
-	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2 AND log_index IS NOT NULL)
-	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true
-	UNION ALL`)
-	if floor == 0 {
-		b.WriteString(`
-	SELECT NULL, NULL, NULL, 0, n.idx, n.hash FROM r JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = r.log_index`)
-		return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
+	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2 AND log_index IS NOT NULL)`)
+	if floor > 0 {
+		b.WriteString(`,
+	t AS (SELECT coalesce($3::bigint, s.size) AS size FROM s)`)
 	}
-	// Level 0 (the leaf, its sibling, the border's leaf) from log_leaves,
-	// where the sibling is on the leaf's own page; the levels above from
-	// the primary key.
 	b.WriteString(`
-	SELECT NULL, NULL, NULL, 0, n.idx, n.hash
-	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
-		LATERAL (VALUES (r.log_index), (r.log_index # 1), (CASE WHEN t.size & 1 = 1 THEN t.size - 1 END)) w(idx)
-	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = 0 AND n.idx = w.idx`)
-	if floor > 1 {
-		b.WriteString(`
+	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true`)
+	// Each node is its own probe, at a constant level (level 0 is what
+	// lets the planner use log_leaves) and an index computed by a scalar
+	// subquery (a parameter of the probe, NULL when the run is not
+	// sealed): a join here was planned, for a tenant the statistics did
+	// not know, as a scan of the tenant's nodes filtered by the join.
+	node := func(level uint, idx string) {
+		fmt.Fprintf(&b, `
 	UNION ALL
-	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash
-	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
-		LATERAL (VALUES `)
-		for l := uint(1); l < floor; l++ {
-			if l > 1 {
-				b.WriteString(",")
-			}
-			fmt.Fprintf(&b, `
-			(%d, (r.log_index >> %d) # 1),
-			(%d, CASE WHEN (t.size >> %d) & 1 = 1 THEN (t.size >> %d) - 1 END)`, l, l, l, l, l)
-		}
-		b.WriteString(`) w(level, idx)
-	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
+	SELECT NULL, NULL, NULL, %d, n.idx, n.hash FROM {S}.log_nodes n WHERE n.tenant = $1 AND n.level = %d AND n.idx = (%s)`, level, level, idx)
+	}
+	node(0, `SELECT log_index FROM r`)
+	for l := range floor {
+		node(l, fmt.Sprintf(`SELECT (log_index >> %d) # 1 FROM r`, l))
+		node(l, fmt.Sprintf(`SELECT CASE WHEN (size >> %d) & 1 = 1 THEN (size >> %d) - 1 END FROM t`, l, l))
 	}
 	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
 }
