@@ -189,10 +189,11 @@ func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 }
 
 // TestPlans_InclusionProbesByRun: the inclusion statement probes runs by
-// (tenant, run) and log_nodes by (tenant, idx), in custom and in generic
-// plans, for a tenant the statistics do not know beside a large one they
-// do, and for the large one: a scan of the tenant's prefix would read
-// every run of it, on every proof.
+// (tenant, run) and log_nodes by (tenant, idx), and so does the
+// consistency proof's, in custom and in generic plans, for a tenant the
+// statistics do not know beside a large one they do, and for the large
+// one: a scan of the tenant's prefix would read every node of it, on every
+// proof.
 func TestPlans_InclusionProbesByRun(t *testing.T) {
 	ctx := context.Background()
 	p := testPool(t)
@@ -208,12 +209,12 @@ func TestPlans_InclusionProbesByRun(t *testing.T) {
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	for _, floor := range []uint{0, 2} {
-		sql := runInLogSQL(schema, floor)
-		args := `'%s', '01AAAAAAAAAAAAAAAAAAAAAAAA'`
-		if floor > 0 {
-			args += `, NULL`
-		}
+	for _, st := range []struct{ sql, args string }{
+		{runInLogSQL(schema, 0), `'%s', '01AAAAAAAAAAAAAAAAAAAAAAAA'`},
+		{runInLogSQL(schema, 2), `'%s', '01AAAAAAAAAAAAAAAAAAAAAAAA', NULL`},
+		{sizeNodesSQL(schema, 3), `'%s', 0, 4, 1, 7, 3, 0`}, // a consistency proof's nodes
+	} {
+		sql, args := st.sql, st.args
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			for _, tenant := range []string{"fresh", "big"} {
 				for _, q := range []string{`SET plan_cache_mode = ` + mode, `PREPARE incl AS ` + sql} {
@@ -227,7 +228,7 @@ func TestPlans_InclusionProbesByRun(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 				if bad := doc[0].Plan.offProbe(); bad != "" {
-					t.Errorf("floor %d, %s, tenant %q: %s\n%s", floor, mode, tenant, bad, doc[0].Plan.String(""))
+					t.Errorf("%.40q, %s, tenant %q: %s\n%s", sql, mode, tenant, bad, doc[0].Plan.String(""))
 				}
 				if _, err := conn.Exec(ctx, `DEALLOCATE incl`, pgx.QueryExecModeSimpleProtocol); err != nil {
 					t.Fatal(err)
