@@ -11,13 +11,14 @@ import (
 
 // The verifier's two costs per byte beyond the file's own digest are each
 // record's chain hash and the check of its body. Both are functions of a
-// record line alone, given the hash it chains from, so workers compute
-// them for whole chunks while the verifier checks the chunks before
-// (aheadReader). The verifier uses a worker's result only for the exact
-// line it examined, and its chain hash only when the hash it chained from
-// is the one the verifier recomputed itself: a record line's claimed hash
-// is never trusted, only used to start a computation whose input the
-// verifier then compares.
+// record line alone, given the hash it chains from, so they are computed
+// for whole chunks while the verifier checks the chunks before: the body
+// checks by workers, the chain hashes by the file digest's goroutine,
+// beside the file's blocks (aheadReader). The verifier uses these results
+// only for the exact line examined, and a chain hash only when the hash it
+// chained from is the one the verifier recomputed itself: a record line's
+// claimed hash is never trusted, only used to start a computation whose
+// input the verifier then compares.
 
 // examiner configures the workers of a verification.
 type examiner struct {
@@ -59,24 +60,35 @@ var recordLinePrefix = []byte(`{"hash":"`)
 // their jobs, must add b to the file's digest (in file order, so it may
 // wait for the chunks before) and returns how many jobs it completed
 // (sha256x2.Digest.WriteWith); the rest are hashed here, two at a time.
+// It is scan, the digest and check in one goroutine; the read-ahead runs
+// the digest on a goroutine of its own (aheadReader.digest).
 func (w *worker) chunk(b []byte, lineStart bool, ex []examined, turn func([]sha256x2.Job) int) []examined {
 	first := len(ex)
-	ex = w.lines(b, lineStart, ex)
-	jobs := w.jobs[:0]
-	for i := first; i < len(ex); i++ {
+	ex = w.scan(b, lineStart, ex)
+	jobs := chainJobs(w.jobs[:0], b, ex[first:])
+	w.jobs = jobs[:0]
+	w.chainAll(jobs[turn(jobs):])
+	clear(jobs) // the jobs point into b and ex
+	w.check(b, ex[first:])
+	return ex
+}
+
+// chainJobs appends to jobs the chain hashes of the chained lines of ex,
+// found in b: each job's Sum is its line's chain.
+func chainJobs(jobs []sha256x2.Job, b []byte, ex []examined) []sha256x2.Job {
+	for i := range ex {
 		if e := &ex[i]; e.chained {
 			jobs = append(jobs, sha256x2.Job{Prefix: (*[32]byte)(&e.used), Data: b[e.off+e.rawStart : e.off+e.rawEnd], Sum: (*[32]byte)(&e.chain)})
 		}
 	}
-	w.jobs = jobs[:0]
-	w.chainAll(jobs[turn(jobs):])
-	clear(jobs) // the jobs point into b and ex
-	return ex
+	return jobs
 }
 
-// lines parses and checks the record lines found whole in b, appending to
-// ex, without their chain hashes.
-func (w *worker) lines(b []byte, lineStart bool, ex []examined) []examined {
+// scan finds the record lines whole in b and parses their framing,
+// appending them to ex, without their chain hashes or body checks: what
+// the file's digest needs to run the chain hashes beside it, found in one
+// quick pass so that the digest need not wait for the body checks.
+func (w *worker) scan(b []byte, lineStart bool, ex []examined) []examined {
 	pos := 0
 	if !lineStart {
 		i := bytes.IndexByte(b, '\n')
@@ -113,8 +125,7 @@ func (w *worker) lines(b []byte, lineStart bool, ex []examined) []examined {
 		}
 		// raw aliases line: its offsets in it follow from the capacities.
 		rawStart := cap(line) - cap(raw)
-		e := examined{off: off, end: off + i, claimed: claimed, rawStart: rawStart, rawEnd: rawStart + len(raw),
-			rec: examineBody(raw, &w.cache, w.filter)}
+		e := examined{off: off, end: off + i, claimed: claimed, rawStart: rawStart, rawEnd: rawStart + len(raw)}
 		switch state {
 		case afterRunBlock:
 			e.chained = true
@@ -125,6 +136,15 @@ func (w *worker) lines(b []byte, lineStart bool, ex []examined) []examined {
 		state, prevClaimed = afterRecord, claimed
 	}
 	return ex
+}
+
+// check checks the bodies of the lines scan found in b. It writes only
+// their rec, so it may run while another goroutine computes their chain.
+func (w *worker) check(b []byte, ex []examined) {
+	for i := range ex {
+		e := &ex[i]
+		e.rec = examineBody(b[e.off+e.rawStart:e.off+e.rawEnd], &w.cache, w.filter)
+	}
 }
 
 // chainAll computes the jobs' chain hashes: two at a time where the CPU

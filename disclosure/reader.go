@@ -165,22 +165,28 @@ func (l *lineReader) consume(n int) {
 
 // digest returns the SHA-256 and the length of the input. It is the whole
 // input's only after next returned io.EOF or drain returned nil.
-func (l *lineReader) digest() ([32]byte, int64) { return l.ahead.digest() }
+func (l *lineReader) digest() ([32]byte, int64) { return l.ahead.sha256() }
 
 // aheadReader reads its input in chunks on its own goroutine and hands
 // them over in input order. Without an examiner it digests each chunk
 // there before handing it over, so that hashing the file runs beside
-// parsing it. With one, each chunk also goes to a pool of workers, which
-// examine its record lines (the records' bodies and chain hashes) while
-// the chunks before it are read, and add the chunk to the file's digest
-// in input order (each waits for the chunk before), its blocks beside the
-// chain hashes' (sha256x2: two SHA-256 messages on one core cost little
-// more than one); a chunk is handed over once its worker is done. It
-// holds a fixed number of chunks, which it reuses: memory stays constant.
+// parsing it. With one, each chunk goes to a pool of workers, which find
+// its record lines (scan) and check their bodies while the chunks before
+// it are read and checked, and, in input order, to one digest goroutine,
+// which adds the chunk to the file's digest, its blocks beside the
+// chunk's chain hashes (sha256x2: two SHA-256 messages on one core cost
+// little more than one). The digest is the one stage that cannot run in
+// parallel, so it has a goroutine of its own that waits only for the
+// quick scan of the chunk it is at, never for body checks, and no other
+// stage waits for it but the consumer: on two cores, the workers' checks
+// fill the time the digest leaves. A chunk is handed over once both are
+// done. It holds a fixed number of chunks, which it reuses: memory stays
+// constant.
 type aheadReader struct {
 	ctx     context.Context // ends a wait for input
 	full    chan *chunk     // in input order
 	work    chan *chunk     // to the workers; nil without an examiner
+	order   chan *chunk     // to the digest goroutine, in input order; nil without an examiner
 	free    chan *chunk
 	stop    chan struct{}
 	done    chan struct{} // closed when the producer exits
@@ -190,7 +196,7 @@ type aheadReader struct {
 	cur     *chunk
 	off     int
 	sum     hash.Hash        // without workers: the producer's until done
-	fileSum *sha256x2.Digest // with workers: theirs, one chunk at a time in input order
+	fileSum *sha256x2.Digest // with workers: the digest goroutine's
 	n       int64
 }
 
@@ -199,13 +205,13 @@ type chunk struct {
 	b         []byte
 	n         int
 	err       error
-	lineStart bool          // b[0] starts a line
-	ready     chan struct{} // closed when ex is complete; nil without an examiner
-	ex        []examined    // the record lines found whole in b[:n], in order
-	// With an examiner: after is closed once the chunk before was added
-	// to the file's digest (nil for the first chunk), digested once this
-	// one was.
-	after, digested chan struct{}
+	lineStart bool       // b[0] starts a line
+	ex        []examined // the record lines found whole in b[:n], in order
+	// With an examiner: scanned is closed once ex holds every record line
+	// (their bodies not yet checked), checked once their bodies are, and
+	// digested once the chunk was added to the file's digest and the
+	// chained lines' chain hashes are set; nil without one.
+	scanned, checked, digested chan struct{}
 }
 
 // aheadChunkSize is small enough that the chunks in flight stay in the
@@ -223,10 +229,10 @@ var noChunk chunk
 func newAheadReader(ctx context.Context, r io.Reader, x *examiner) *aheadReader {
 	workers, chunks := 0, 3
 	if x != nil {
-		// Two chunks per worker keep each busy while the producer reads
-		// and the consumer checks.
+		// Two chunks per worker keep each busy while the producer reads,
+		// the digest goroutine digests and the consumer checks.
 		workers = min(runtime.GOMAXPROCS(0), 4)
-		chunks = 2*workers + 2
+		chunks = 2*workers + 4
 	}
 	a := &aheadReader{ctx: ctx, full: make(chan *chunk, chunks), free: make(chan *chunk, chunks),
 		stop: make(chan struct{}), done: make(chan struct{}), sum: sha256.New(), cur: &noChunk}
@@ -235,11 +241,12 @@ func newAheadReader(ctx context.Context, r io.Reader, x *examiner) *aheadReader 
 	}
 	if workers > 0 {
 		a.sum, a.fileSum = nil, sha256x2.New()
-		a.work = make(chan *chunk, chunks)
-		a.workers.Add(workers)
+		a.work, a.order = make(chan *chunk, chunks), make(chan *chunk, chunks)
+		a.workers.Add(workers + 1)
 		for range workers {
 			go a.examine(x.worker())
 		}
+		go a.digest(x.worker())
 	}
 	go a.produce(r)
 	return a
@@ -249,9 +256,9 @@ func (a *aheadReader) produce(r io.Reader) {
 	defer close(a.done)
 	if a.work != nil {
 		defer close(a.work)
+		defer close(a.order)
 	}
 	lineStart := true
-	var after chan struct{} // the chunk before's digested
 	for {
 		var c *chunk
 		select {
@@ -269,16 +276,18 @@ func (a *aheadReader) produce(r io.Reader) {
 			lineStart = c.b[n-1] == '\n'
 		}
 		if a.work != nil {
-			c.ready, c.after, c.digested = make(chan struct{}), after, make(chan struct{})
-			after = c.digested
-			a.work <- c // never blocks: it holds every chunk
+			c.scanned, c.checked, c.digested = make(chan struct{}), make(chan struct{}), make(chan struct{})
+			// Neither send blocks: each channel holds every chunk. The
+			// digest goroutine hands the chunk to the consumer.
+			a.work <- c
+			a.order <- c
 		} else {
 			a.sum.Write(c.b[:n])
-		}
-		select {
-		case a.full <- c:
-		case <-a.stop:
-			return
+			select {
+			case a.full <- c:
+			case <-a.stop:
+				return
+			}
 		}
 		if err != nil {
 			return
@@ -286,29 +295,35 @@ func (a *aheadReader) produce(r io.Reader) {
 	}
 }
 
-// examine is a worker: it examines chunks until the producer is done, and
-// adds each to the file's digest, examined or not (draining, stopped).
+// examine is a worker: it scans chunks and checks their record lines
+// until the producer is done; draining or stopped, it finds none.
 func (a *aheadReader) examine(w *worker) {
 	defer a.workers.Done()
 	for c := range a.work {
+		if !a.idle.Load() {
+			c.ex = w.scan(c.b[:c.n], c.lineStart, c.ex)
+		}
+		close(c.scanned)
+		w.check(c.b[:c.n], c.ex)
+		close(c.checked)
+	}
+}
+
+// digest adds the chunks to the file's digest in input order, each once
+// its record lines were scanned, computing their chain hashes beside it
+// (those left over when the chunk's blocks ran out two at a time), and
+// hands them to the consumer. The scan is the only wait, and it is short.
+func (a *aheadReader) digest(w *worker) {
+	defer a.workers.Done()
+	for c := range a.order {
+		<-c.scanned // a worker never blocks, so this wait ends
 		b := c.b[:c.n]
-		// turn adds b to the file's digest once the chunk before was: the
-		// worker of the chunk before never waits but for its own turn,
-		// and the first chunk's is free, so every wait ends.
-		turn := func(jobs []sha256x2.Job) int {
-			if c.after != nil {
-				<-c.after
-			}
-			done := a.fileSum.WriteWith(b, jobs)
-			close(c.digested)
-			return done
-		}
-		if a.idle.Load() {
-			turn(nil)
-		} else {
-			c.ex = w.chunk(b, c.lineStart, c.ex, turn)
-		}
-		close(c.ready)
+		jobs := chainJobs(w.jobs[:0], b, c.ex)
+		w.chainAll(jobs[a.fileSum.WriteWith(b, jobs):])
+		clear(jobs) // the jobs point into b and ex
+		w.jobs = jobs[:0]
+		close(c.digested)
+		a.full <- c // never blocks: it holds every chunk
 	}
 }
 
@@ -339,8 +354,8 @@ func (a *aheadReader) next() error {
 	}
 	select {
 	case c := <-a.full:
-		if c.ready != nil {
-			<-c.ready // a worker never blocks, so this wait ends
+		if c.checked != nil {
+			<-c.checked // a worker never blocks, so this wait ends
 		}
 		a.cur, a.off = c, 0
 		return nil
@@ -351,15 +366,15 @@ func (a *aheadReader) next() error {
 
 // digest returns the input's SHA-256 and length once the consumer has met
 // the end of the input (or a read error); before that, length -1.
-func (a *aheadReader) digest() ([32]byte, int64) {
+func (a *aheadReader) sha256() ([32]byte, int64) {
 	var d [32]byte
 	if a.cur.err == nil {
 		return d, -1
 	}
 	<-a.done // the producer exits right after handing over its last chunk
 	if a.fileSum != nil {
-		// The consumer met the last chunk once its worker was done,
-		// after adding it to the digest, the chunks before it first.
+		// The consumer met the last chunk once the digest goroutine had
+		// added it to the digest, the chunks before it first.
 		return a.fileSum.Sum(), a.n
 	}
 	a.sum.Sum(d[:0])
@@ -379,7 +394,7 @@ func (a *aheadReader) close() {
 		default:
 			return
 		}
-		a.workers.Wait() // the producer closed work; stopped workers skip what is left
+		a.workers.Wait() // the producer closed work and order; stopped workers skip what is left
 		var cs []*chunk
 		if a.cur != &noChunk {
 			cs = append(cs, a.cur)
@@ -399,4 +414,13 @@ func (a *aheadReader) close() {
 
 // chunkPool keeps read-ahead chunks between verifications: a test suite or
 // a server verifying many small packages should not allocate megabytes each.
-var chunkPool = sync.Pool{New: func() any { return &chunk{b: make([]byte, aheadChunkSize)} }}
+// Each holds room for as many record lines as a chunk can: memory does not
+// grow with the lines' lengths as the chunks go round.
+var chunkPool = sync.Pool{New: func() any {
+	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, aheadChunkSize/minRecordLine+1)}
+}}
+
+// minRecordLine is the length of the shortest line parseRecordLine
+// accepts, its newline included: the prefix, the hash, `","raw":`, one
+// byte and the closing brace.
+const minRecordLine = len(`{"hash":"`) + 64 + len(`","raw":`) + 1 + 1 + 1

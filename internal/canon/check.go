@@ -182,6 +182,13 @@ func (c *checker) str() (start, end int, err error) {
 	c.pos++ // opening quote
 	start = c.pos
 	c.pos += plainLen(c.in[c.pos:]) // plain.go: the common case, vectorised
+	if c.pos < len(c.in) && c.in[c.pos] == '"' {
+		// Plain to its closing quote, the common case: the loop below
+		// would test a word and a byte only to find the quote.
+		end = c.pos
+		c.pos++
+		return start, end, nil
+	}
 	for {
 		// The common case, plain printable ASCII: eight bytes at a time
 		// while none of them needs a closer look, then byte by byte.

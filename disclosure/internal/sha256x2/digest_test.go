@@ -63,3 +63,31 @@ func FuzzDigestWriteWith(f *testing.F) {
 		checkWriteWith(t, data, []int{int(c1), int(c2)}, msgs)
 	})
 }
+
+// TestDigest_UnpairedBlocksViaCryptoSHA256: blocks with no job beside them
+// go through crypto/sha256's own loop, the state carried across in its
+// binary form. That form must be the one this build writes (else every
+// such block silently falls back to a pair's cost), and the digest must
+// be crypto/sha256's whatever the state before and the blocks' number.
+func TestDigest_UnpairedBlocksViaCryptoSHA256(t *testing.T) {
+	if !enabled {
+		t.Skip("no SHA-NI: crypto/sha256 hashes everything")
+	}
+	d := New()
+	d.Write(message(100, 1)) // a state that is not the IV, a partial block
+	d.Write(message(28, 2))  // completes it: whole blocks from here
+	if d.nx != 0 {
+		t.Fatalf("%d bytes buffered, want none", d.nx)
+	}
+	if !d.viaStd(message(64*singleMin, 3)) {
+		t.Fatal("crypto/sha256 did not take or give its state in the form expected")
+	}
+	d.len += 64 * singleMin
+	want := sha256.Sum256(append(append(message(100, 1), message(28, 2)...), message(64*singleMin, 3)...))
+	if got := d.Sum(); got != want {
+		t.Fatalf("digest %x, crypto/sha256 %x", got, want)
+	}
+	for _, blocks := range []int{singleMin - 1, singleMin, 2047, 2048} {
+		checkWriteWith(t, message(64*blocks+5, 4), []int{64 * blocks / 2}, nil)
+	}
+}
