@@ -34,4 +34,12 @@ func TestBenchProofs(t *testing.T) {
 			t.Errorf("%s ceiling: %+v", name, p.RoundTrip)
 		}
 	}
+	// The server's page counts: PostgreSQL's proofs touch index pages (at
+	// least one of each covering index per inclusion), SQLite has no server.
+	if in := rep.Proofs.Postgres.Inclusion; in.ServerPages < 2 || in.ServerReads < 0 || in.ServerReads > in.ServerPages {
+		t.Errorf("postgres inclusion: %.2f server pages, %.2f not buffered", in.ServerPages, in.ServerReads)
+	}
+	if in := rep.Proofs.Inclusion; in.ServerPages != -1 || in.ServerReads != -1 {
+		t.Errorf("sqlite inclusion: server pages %.2f, %.2f; want -1 (not counted)", in.ServerPages, in.ServerReads)
+	}
 }

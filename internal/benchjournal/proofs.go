@@ -44,6 +44,13 @@ type roundTripper interface {
 	RoundTrip(ctx context.Context) error
 }
 
+// bufferReporter is a Prover on a server that counts the pages its proofs'
+// reads touch, as the PostgreSQL store's does: cumulative hits in the
+// server's buffers and reads from outside them.
+type bufferReporter interface {
+	ServerBuffers(ctx context.Context) (hits, reads uint64, err error)
+}
+
 // ProofLatency is one kind of proof's figures.
 type ProofLatency struct {
 	Proofs int     `json:"proofs"`
@@ -68,6 +75,14 @@ type ProofLatency struct {
 	RoundTrips float64 `json:"round_trips"`
 	// GCs is how many garbage collections ran during the proofs.
 	GCs uint32 `json:"gcs"`
+	// ServerPages is the mean number of table and index pages one proof
+	// touched on the server, and ServerReads how many of those were not in
+	// its buffers (shared_buffers on PostgreSQL) and were read from the
+	// kernel: what a proof costs the server, counted, so that it can be
+	// judged on a loaded machine. -1: the store does not say. A cold pass
+	// counts the node cache's fill too, which runs beside it.
+	ServerPages float64 `json:"server_pages"`
+	ServerReads float64 `json:"server_reads"`
 }
 
 // ProofReport is what ProofBench measures at one log size.
@@ -160,9 +175,13 @@ type timing struct {
 	cache0    log.CacheStats
 	trips0    uint64
 	nodes     int
+	// hits0 and reads0 are the server's buffer counts at the start (bufErr:
+	// it could not say).
+	hits0, reads0 uint64
+	bufErr        error
 }
 
-func (b *proofBench) start(k int) *timing {
+func (b *proofBench) start(ctx context.Context, k int) *timing {
 	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k)}
 	runtime.GC() // start each pass with no garbage of the last one
 	var ms runtime.MemStats
@@ -173,6 +192,9 @@ func (b *proofBench) start(k int) *timing {
 	}
 	if r, ok := b.p.(tripReporter); ok {
 		t.trips0 = r.ProofRoundTrips()
+	}
+	if r, ok := b.p.(bufferReporter); ok {
+		t.hits0, t.reads0, t.bufErr = r.ServerBuffers(ctx)
 	}
 	return t
 }
@@ -187,7 +209,7 @@ func (t *timing) measure(fn func() error) error {
 	return err
 }
 
-func (b *proofBench) finish(t *timing, k int) ProofLatency {
+func (b *proofBench) finish(ctx context.Context, t *timing, k int) ProofLatency {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, RoundTrips: -1, GCs: ms.NumGC - t.gc0}
@@ -201,11 +223,18 @@ func (b *proofBench) finish(t *timing, k int) ProofLatency {
 	if r, ok := b.p.(tripReporter); ok {
 		out.RoundTrips = float64(r.ProofRoundTrips()-t.trips0) / float64(k)
 	}
+	out.ServerPages, out.ServerReads = -1, -1
+	if r, ok := b.p.(bufferReporter); ok && t.bufErr == nil {
+		if hits, reads, err := r.ServerBuffers(ctx); err == nil && hits >= t.hits0 && reads >= t.reads0 {
+			out.ServerPages = float64(hits-t.hits0+reads-t.reads0) / float64(k)
+			out.ServerReads = float64(reads-t.reads0) / float64(k)
+		}
+	}
 	return out
 }
 
 func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error) {
-	t := b.start(k)
+	t := b.start(ctx, k)
 	counter := &countingReader{r: b.tree}
 	for range k {
 		i := b.rng.IntN(len(b.runs))
@@ -231,11 +260,11 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 		}
 	}
 	t.nodes = counter.take()
-	return b.finish(t, k), nil
+	return b.finish(ctx, t, k), nil
 }
 
 func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, error) {
-	t := b.start(k)
+	t := b.start(ctx, k)
 	counter := &countingReader{r: b.tree}
 	for range k {
 		old := 1 + b.rng.Uint64N(b.size)
@@ -262,7 +291,7 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 		}
 	}
 	t.nodes = counter.take()
-	return b.finish(t, k), nil
+	return b.finish(ctx, t, k), nil
 }
 
 // roundTrip runs the ceiling's statement once, if there is one.

@@ -20,10 +20,11 @@ import (
 // nodes: every level of a log of a million sealed runs (the levels from 1
 // up at two million, from 2 up at four). A proof from a log the cache
 // holds whole reads from the database only the size, and for an
-// inclusion proof the run's row and its leaf node: at 10^6 runs, on a
-// server whose buffers are smaller than the tables, each node read from
-// the database is a page read too, and the p99 of an inclusion proof
-// reading three was over 1 ms. The cache takes only what the log needs.
+// inclusion proof the run's position and its leaf node (one index-only
+// scan each, proofindex.go): at 10^6 runs, on a server whose buffers are
+// smaller than the tables, each node read from the database is a page
+// read too, and the p99 of an inclusion proof reading three was over 1 ms.
+// The cache takes only what the log needs.
 const DefaultNodeCacheBytes = 64 << 20
 
 // The log's read paths (proofs, roots) read outside any transaction: every
@@ -47,42 +48,49 @@ const DefaultNodeCacheBytes = 64 << 20
 
 // runInLogSQL is, in one round trip: a first row with the committed size,
 // the run's position and its stored leaf (a row even for an unknown run),
-// then one row per stored node among the leaf's node (always: it is
-// checked against the run's leaf, see store.RunInLog), the siblings of its
-// path and the right border of the tree of size $3 (the committed size
-// when NULL), on the levels below floor, the node cache's. The levels are
-// spelled out as a VALUES list, one statement per floor (a floor changes
-// only as the log grows by powers of two), so the plan has no parameter
-// in its shape: the generic plan is the custom one and the prepared
-// statement keeps it (a series up to a parameter was planned anew on
-// every execution, 0.7 ms each), and the server does nothing but the
-// index lookups (a series filtered by a parameter and its de-duplication
-// cost the server about as much as the lookups). A border node that does
-// not exist is a NULL index, which matches nothing; a node listed twice
-// comes back twice, which log.Ahead does not mind.
+// then the leaf's node as the log stores it (always: it is checked against
+// the run's leaf, see store.RunInLog), then one row per stored node among
+// the siblings of the leaf's path and the right border of the tree of size
+// $3 (the committed size when NULL), on the levels below floor, the node
+// cache's. The run and its level-0 nodes are index-only scans of covering
+// indexes (proofindex.go): a leaf page of each, where the leaf's sibling
+// is on the leaf's own page, and no heap page once the table's visibility
+// map is set; "log_index IS NOT NULL" and the constant level 0 are what
+// let the planner use the partial indexes. The levels below the floor are
+// spelled out, one statement per floor (a floor changes only as the log
+// grows by powers of two), so the plan has no parameter in its shape: the
+// generic plan is the custom one and the prepared statement keeps it (a
+// series up to a parameter was planned anew on every execution, 0.7 ms
+// each), and the server does nothing but the index probes (a series
+// filtered by a parameter and its de-duplication cost the server about as
+// much as the probes). A border node that does not exist is a NULL index,
+// which matches nothing; a node listed twice comes back twice, which
+// log.Ahead does not mind.
 func runInLogSQL(schema string, floor uint) string {
 	var b strings.Builder
 	b.WriteString(`WITH s AS (SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0) AS size),
-	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2)
-	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true`)
+	r AS (SELECT log_index, leaf FROM {S}.runs WHERE tenant = $1 AND run = $2 AND log_index IS NOT NULL)`)
+	if floor > 0 {
+		b.WriteString(`,
+	t AS (SELECT coalesce($3::bigint, s.size) AS size FROM s)`)
+	}
 	b.WriteString(`
+	SELECT s.size, r.log_index, r.leaf, NULL::integer, NULL::bigint, NULL::bytea FROM s LEFT JOIN r ON true`)
+	// Each node is its own probe, at a constant level (level 0 is what
+	// lets the planner use log_leaves) and an index computed by a scalar
+	// subquery (a parameter of the probe, NULL when the run is not
+	// sealed): a join here was planned, for a tenant the statistics did
+	// not know, as a scan of the tenant's nodes filtered by the join.
+	node := func(level uint, idx string) {
+		fmt.Fprintf(&b, `
 	UNION ALL
-	SELECT NULL, NULL, NULL, n.level, n.idx, n.hash`)
-	if floor == 0 {
-		b.WriteString(`
-	FROM r, LATERAL (VALUES (0, r.log_index)`)
-	} else {
-		b.WriteString(`
-	FROM r, (SELECT coalesce($3::bigint, s.size) AS size FROM s) t,
-		LATERAL (VALUES (0, r.log_index)`)
+	SELECT NULL, NULL, NULL, %d, n.idx, n.hash FROM {S}.log_nodes n WHERE n.tenant = $1 AND n.level = %d AND n.idx = (%s)`, level, level, idx)
 	}
+	node(0, `SELECT log_index FROM r`)
 	for l := range floor {
-		fmt.Fprintf(&b, `,
-			(%d, (r.log_index >> %d) # 1),
-			(%d, CASE WHEN (t.size >> %d) & 1 = 1 THEN (t.size >> %d) - 1 END)`, l, l, l, l, l)
+		node(l, fmt.Sprintf(`SELECT (log_index >> %d) # 1 FROM r`, l))
+		node(l, fmt.Sprintf(`SELECT CASE WHEN (size >> %d) & 1 = 1 THEN (size >> %d) - 1 END FROM t`, l, l))
 	}
-	b.WriteString(`) w(level, idx)
-	JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
 	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
 }
 
@@ -107,25 +115,18 @@ func (s *Store) runInLogStatement() *floorSQL {
 // sizeNodesSQL is, in one round trip, a first row with the committed size,
 // then one row per stored node among the k (level, index) pairs $2, $3,
 // ... It is one statement per k (a proof reads at most 2*64 nodes, and
-// with the node cache warm a consistency proof two or three) with the
-// pairs as a VALUES list, for the reason given at runInLogSQL: arrays
-// unnested or subscripted from a series made the server's work several
-// times the index lookups'.
+// with the node cache warm a consistency proof none) with each pair a
+// probe of its own, for the reasons given at runInLogSQL: arrays unnested
+// or subscripted from a series made the server's work several times the
+// index lookups', and a join against a VALUES list was planned, for a
+// tenant the statistics did not know, as a scan of its nodes.
 func sizeNodesSQL(schema string, k int) string {
 	var b strings.Builder
 	b.WriteString(`SELECT coalesce((SELECT size FROM {S}.logs WHERE tenant = $1), 0), NULL::integer, NULL::bigint, NULL::bytea`)
-	if k > 0 {
-		b.WriteString(`
+	for i := range k {
+		fmt.Fprintf(&b, `
 	UNION ALL
-	SELECT NULL, n.level, n.idx, n.hash FROM (VALUES `)
-		for i := range k {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "($%d::integer, $%d::bigint)", 2+2*i, 3+2*i)
-		}
-		b.WriteString(`) w(level, idx)
-		JOIN {S}.log_nodes n ON n.tenant = $1 AND n.level = w.level AND n.idx = w.idx`)
+	SELECT NULL, n.level, n.idx, n.hash FROM {S}.log_nodes n WHERE n.tenant = $1 AND n.level = $%d::integer AND n.idx = $%d::bigint`, 2+2*i, 3+2*i)
 	}
 	return strings.ReplaceAll(b.String(), "{S}", pgx.Identifier{schema}.Sanitize())
 }

@@ -177,6 +177,7 @@ CREATE TABLE {S}.witness_alarms(
 	PRIMARY KEY (tenant, witness, kind, reported, cosigned));
 `},
 	{"derived listing rows (derived.go)", derivedRowsSchema},
+	{"covering indexes for inclusion proofs (proofindex.go)", proofIndexesSchema},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is

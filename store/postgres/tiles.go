@@ -40,13 +40,26 @@ func (s *Store) LogNodes(ctx context.Context, level uint, start, end uint64) ([]
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT idx, hash FROM `+pgx.Identifier{s.schema}.Sanitize()+`.log_nodes WHERE tenant=$1 AND level=$2 AND idx>=$3 AND idx<$4 ORDER BY idx`,
-		s.tenant, int32(level), int64(start), int64(end))
+	q, args := s.logNodesQuery(level, start, end)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, s.readErr("log nodes", err)
 	}
 	out, err := scanRange(rows, fmt.Sprintf("log node at level %d", level), start, end)
 	return out, s.readErr("log nodes", err)
+}
+
+// logNodesQuery is LogNodes' statement. Level 0 reads the covering index
+// of leaf nodes (proofindex.go), an index-only scan in index order: the
+// constant level is what lets the planner use it.
+func (s *Store) logNodesQuery(level uint, start, end uint64) (string, []any) {
+	t := pgx.Identifier{s.schema, "log_nodes"}.Sanitize()
+	if level == 0 {
+		return `SELECT idx, hash FROM ` + t + ` WHERE tenant=$1 AND level=0 AND idx>=$2 AND idx<$3 ORDER BY idx`,
+			[]any{s.tenant, int64(start), int64(end)}
+	}
+	return `SELECT idx, hash FROM ` + t + ` WHERE tenant=$1 AND level=$2 AND idx>=$3 AND idx<$4 ORDER BY idx`,
+		[]any{s.tenant, int32(level), int64(start), int64(end)}
 }
 
 // scanRange reads (index, 32-byte hash) rows that must be exactly the
