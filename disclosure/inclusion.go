@@ -1,7 +1,6 @@
 package disclosure
 
 import (
-	"crypto/sha256"
 	"slices"
 
 	"github.com/runseal/runseal/log"
@@ -25,18 +24,10 @@ import (
 type inclusionMemo struct {
 	size  uint64
 	root  log.Hash
-	steps []memoStep // the last proof that held: the state before each step
-	proof []log.Hash // its proof hashes
-	cur   []memoStep // the proof being checked, reused
-	hits  int        // proofs a remembered state shortened
-}
-
-// memoStep is the state of the computation before a step: the node's
-// position fn and the tree's last position sn at the node's level, and
-// the node's hash r.
-type memoStep struct {
-	fn, sn uint64
-	r      log.Hash
+	steps []log.InclusionPath // the last proof that held: the state before each step
+	proof []log.Hash          // its proof hashes
+	cur   []log.InclusionPath // the proof being checked, reused
+	hits  int                 // proofs a remembered state shortened
 }
 
 // holds reports whether proof proves leafValue is leaf index of the tree
@@ -48,19 +39,11 @@ func (m *inclusionMemo) holds(leafValue log.Hash, index, size uint64, proof []lo
 	// The remembered path is of one tree: another size or root finds
 	// nothing in it, and replaces it if it holds.
 	same := size == m.size && root == m.root
-	var b [1 + 2*sha256.Size]byte
-	b[0] = 0x01 // RFC 6962's interior node prefix
-	node := func(l, r *log.Hash) log.Hash {
-		copy(b[1:], l[:])
-		copy(b[1+sha256.Size:], r[:])
-		return sha256.Sum256(b[:])
-	}
-	fn, sn := index, size-1
-	r := log.LeafHash(leafValue)
+	path := log.NewInclusionPath(leafValue, index, size)
 	cur := m.cur[:0]
 	for i := range proof {
-		cur = append(cur, memoStep{fn: fn, sn: sn, r: r})
-		if j := m.reached(fn, sn, r); same && j >= 0 && slices.Equal(proof[i:], m.proof[j:]) {
+		cur = append(cur, path)
+		if j := m.reached(path); same && j >= 0 && slices.Equal(proof[i:], m.proof[j:]) {
 			// From here the computation is the last proof's from its step
 			// j, which held. Its later states are this one's too.
 			m.cur = append(cur[:i], m.steps[j:]...)
@@ -69,23 +52,13 @@ func (m *inclusionMemo) holds(leafValue log.Hash, index, size uint64, proof []lo
 			m.hits++
 			return true
 		}
-		p := &proof[i]
-		if sn == 0 {
+		if !path.Step(&proof[i]) {
 			m.cur = cur
 			return false
 		}
-		if fn&1 == 1 || fn == sn {
-			r = node(p, &r)
-			for fn&1 == 0 && fn != 0 {
-				fn, sn = fn>>1, sn>>1
-			}
-		} else {
-			r = node(&r, p)
-		}
-		fn, sn = fn>>1, sn>>1
 	}
 	m.cur = cur
-	if sn != 0 || r != root || !log.InclusionHolds(leafValue, index, size, proof, root) {
+	if !path.AtRoot() || path.Hash != root || !log.InclusionHolds(leafValue, index, size, proof, root) {
 		return false
 	}
 	m.steps, m.cur = cur, m.steps
@@ -95,12 +68,12 @@ func (m *inclusionMemo) holds(leafValue log.Hash, index, size uint64, proof []lo
 }
 
 // reached returns the step of the last proof that held whose state was
-// (fn, sn, r), or -1. Along one path sn strictly falls, so at most one
-// step matches.
-func (m *inclusionMemo) reached(fn, sn uint64, r log.Hash) int {
+// at, or -1. Along one path Last strictly falls, so at most one step
+// matches.
+func (m *inclusionMemo) reached(at log.InclusionPath) int {
 	for j := range m.steps {
-		if s := &m.steps[j]; s.sn == sn {
-			if s.fn == fn && s.r == r {
+		if s := &m.steps[j]; s.Last == at.Last {
+			if s.Index == at.Index && s.Hash == at.Hash {
 				return j
 			}
 			return -1
