@@ -2,12 +2,8 @@ package groupcommit
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"path/filepath"
 	"testing"
-
-	_ "modernc.org/sqlite"
 )
 
 var errFlush = errors.New("flush failed")
@@ -18,15 +14,7 @@ var errFlush = errors.New("flush failed")
 // flush did not make durable), through InDoubt. A writer that answered
 // before the flush would give the first nil and the second its refusal.
 func TestSQL_DurableFailureReachesEveryMember(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.Exec(`CREATE TABLE rows(name TEXT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	db := rowsDB(t)
 	errInDoubt := errors.New("in doubt")
 	flushes := 0
 	c := &SQL{

@@ -15,9 +15,9 @@ import (
 
 var errRefused = errors.New("refused for a reason of its own")
 
-// sqlQueue opens a fresh SQLite file with one writer connection and a
-// queue writing into it, recording the size of every committed group.
-func sqlQueue(t *testing.T) (*Queue[Work], *sql.DB, *[]int) {
+// rowsDB opens a fresh SQLite file with one writer connection and a table
+// rows(name) whose primary key refuses a name written twice.
+func rowsDB(t *testing.T) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
@@ -28,6 +28,14 @@ func sqlQueue(t *testing.T) (*Queue[Work], *sql.DB, *[]int) {
 	if _, err := db.Exec(`CREATE TABLE rows(name TEXT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
+	return db
+}
+
+// sqlQueue opens rowsDB and a queue writing into it, recording the size of
+// every committed group.
+func sqlQueue(t *testing.T) (*Queue[Work], *sql.DB, *[]int) {
+	t.Helper()
+	db := rowsDB(t)
 	var groups []int
 	c := &SQL{
 		DB:        db,
