@@ -116,6 +116,7 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 	source := sql.NullString{}
 	outcome, outcomeOrd := st.outcome, sql.NullInt64{}
 	var wait *store.Suspension
+	ids := make([]int64, 0, len(prepared))
 	for _, p := range prepared {
 		var caseID, effect any
 		if !p.Case.IsZero() {
@@ -155,14 +156,21 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 		if err != nil {
 			return nil, fmt.Errorf("insert record %s/%d: %w", run, p.Seq, err)
 		}
-		if err := s.insertKeys(ctx, tx, []any{s.tenant, runText, int64(p.Seq), id, int64(1)}); err != nil {
-			return nil, err
-		}
+		ids = append(ids, id)
 		if p.Facts.Outcome != "" {
 			outcome = sql.NullString{String: p.Facts.Outcome, Valid: true}
 			outcomeOrd = sql.NullInt64{Int64: id, Valid: true}
 		}
 		wait = p.Facts.Suspension // the last record decides: any progress clears a wait
+	}
+	// The keys as the group path writes them (recordKeys): one row for the
+	// records of this append, consecutive in seq and id.
+	runs := make([]string, len(prepared))
+	for i := range runs {
+		runs[i] = runText
+	}
+	if err := s.insertKeys(ctx, tx, recordKeys(nil, s.tenant, prepared, runs, ids)); err != nil {
+		return nil, err
 	}
 	last := prepared[len(prepared)-1]
 	var awaiting, event, until any

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/storetest"
@@ -247,5 +248,36 @@ func TestRecordKeys_OneRowPerConsecutiveRange(t *testing.T) {
 				t.Fatalf("recordKeys = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAppendAtomic_OneKeyPerAppend: the one-run path (AppendAtomic) keys
+// its records as the group path does, one row for the append's range,
+// and the records read back through that key.
+func TestAppendAtomic_OneKeyPerAppend(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	s := open(t, path, Options{})
+	run := store.NewRunID()
+	l, err := s.Acquire(ctx, run, "owner", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []store.Append
+	for i := range 16 {
+		batch = append(batch, note(run, fmt.Sprint(i)))
+	}
+	if _, err := s.Atomic().AppendAtomic(ctx, run, l.Epoch, func(context.Context, store.AtomicTx) ([]store.Append, error) {
+		return batch, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Read(ctx, run, 1)
+	if err != nil || len(recs) != 16 {
+		t.Fatalf("Read = %d records, %v; want 16", len(recs), err)
+	}
+	cold, hot, records, covered, notOnce := keyCounts(t, path)
+	if cold+hot != 1 || records != 16 || covered != 16 || notOnce != 0 {
+		t.Fatalf("key rows %d+%d for %d records (covered %d, not once %d); want 1 row covering 16", cold, hot, records, covered, notOnce)
 	}
 }
