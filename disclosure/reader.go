@@ -414,10 +414,12 @@ func (a *aheadReader) close() {
 
 // chunkPool keeps read-ahead chunks between verifications: a test suite or
 // a server verifying many small packages should not allocate megabytes each.
-// Each holds room for as many record lines as a chunk can: memory does not
-// grow with the lines' lengths as the chunks go round.
+// A chunk's record lines grow to what its lines need, at most
+// aheadChunkSize/minRecordLine+1 of them, and keep that room as the chunks
+// go round: typical records of a kilobyte need a twelfth of the worst
+// case, and the garbage collector scans and the kernel maps only that.
 var chunkPool = sync.Pool{New: func() any {
-	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, aheadChunkSize/minRecordLine+1)}
+	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, 64)}
 }}
 
 // minRecordLine is the length of the shortest line parseRecordLine
