@@ -9,8 +9,9 @@ import (
 // through one cache, each beside a decode without one: a case id, a run id
 // or a kind taken from the cache must be the one those very bytes decode
 // to, so ids that differ from the cached one in a byte, in letter case, or
-// are zero, and kinds that differ from the cached ones (more kinds than it
-// holds, so some are forgotten), must decode, or fail, exactly as without it.
+// are zero, kinds that differ from the cached ones (more kinds than it
+// holds, so some are forgotten), and RunConcluded fields beside the memo's,
+// must decode, or fail, exactly as without it.
 func TestBodyCache_NeverVouchesForOtherBytes(t *testing.T) {
 	const run = `"run":"01JC000000000000000000000A"`
 	body := func(caseID, kind string) []byte {
@@ -36,6 +37,14 @@ func TestBodyCache_NeverVouchesForOtherBytes(t *testing.T) {
 	}
 	for _, k := range []string{"A", "B", "C", "D", "E", "A", "Note", "note", "B", "Not", "Notes", "No te", "E", "Step.Completed-1", "Step.Completed-1"} {
 		bodies = append(bodies, body("01JC0000000000000000000CAS", k))
+	}
+	// RunConcluded fields: the memo of the last accepted ones must serve
+	// only the same bytes, never a sibling outcome, a refused one, or the
+	// same outcome beside another member.
+	for _, o := range []string{`"outcome":"succeeded"`, `"outcome":"succeeded"`, `"outcome":"succeedeD"`, `"outcome":"succeeded"`,
+		`"outcome":"failed"`, `"outcome":"succeeded","reason":"x"`, `"outcome":""`, `"outcome":"succeeded"`, `"outcome":7`,
+		`"note":"a","outcome":"failed"`, `"outcome":"failed"`} {
+		bodies = append(bodies, []byte(`{"epoch":1,"kind":"RunConcluded",`+o+`,`+run+`,"seq":1,"v":1}`))
 	}
 	var cache bodyCache
 	accepted, refused := 0, 0

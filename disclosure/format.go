@@ -85,7 +85,17 @@ type bodyCache struct {
 	haveCase bool
 	kinds    [4]string // valid kinds, most recently added at kinds[next-1]
 	next     int
+	// concluded are the fields of the last RunConcluded record whose
+	// fields store.ReadFacts accepted, and concludedFacts what it read
+	// from them: a function of the kind and those bytes alone, and Facts
+	// of that kind hold no pointer a caller could share. Most runs end in
+	// one of a few outcomes, so this spares parsing the fields into a tree.
+	concluded      []byte
+	concludedFacts store.Facts
 }
+
+// maxConcludedMemo bounds the RunConcluded fields bodyCache keeps.
+const maxConcludedMemo = 256
 
 // kind returns the cached kind spelled v (a JSON string with its quotes).
 func (c *bodyCache) kind(v []byte) (string, bool) {
@@ -260,9 +270,15 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 	} else if full, err = store.DecodeBody(raw); err != nil {
 		return store.Body{}, store.Facts{}, false, err
 	}
+	if c != nil && full.Kind == store.KindRunConcluded && c.concluded != nil && bytes.Equal(full.Fields, c.concluded) {
+		return full, c.concludedFacts, relevant, nil
+	}
 	f, err := store.ReadFacts(full)
 	if err != nil {
 		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: %w", err)
+	}
+	if c != nil && full.Kind == store.KindRunConcluded && len(full.Fields) <= maxConcludedMemo {
+		c.concluded, c.concludedFacts = append(c.concluded[:0], full.Fields...), f
 	}
 	return full, f, relevant, nil
 }
