@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/internal/benchjournal"
@@ -79,11 +80,25 @@ func benchProofsPostgres(ctx context.Context, dsn string, n, k int, keep bool) (
 	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SCHEMA"); v != "" {
 		schema = v
 	}
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), Logger: quietLogger()})
+	// The pool traces its statements, so that the report can say where
+	// the slowest proofs spent their time (benchjournal.ProofTail).
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, usageErrorf("--proofs-postgres: %v", err)
+	}
+	tr := &postgres.StatementTracer{}
+	cfg.ConnConfig.Tracer = tr // and the pool's acquire tracer
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--proofs-postgres: connect: %w", err)
+	}
+	defer pool.Close()
+	st, err := postgres.New(ctx, pool, postgres.Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
+	defer st.Close()
+	s := tracedStore{st, tr}
 	if !keep {
 		defer s.Pool().Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	}
@@ -151,8 +166,39 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 	if pages {
 		fmt.Fprintln(w, "server pages: table and index pages one proof touched on the server; not buffered: of those, read from outside shared_buffers (a cold pass counts the node cache's fill too)")
 	}
+	for _, l := range []struct {
+		name string
+		benchjournal.ProofLatency
+	}{{"inclusion, cold cache", p.Cold.Inclusion}, {"consistency, cold cache", p.Cold.Consistency}, {"inclusion", p.Inclusion}, {"consistency", p.Consistency}} {
+		if t := l.Tail; t != nil {
+			fmt.Fprintf(w, "where the time went, %s: slowest 1%% %s; all %s\n", l.name, shareText(t.Slowest), shareText(t.All))
+		}
+	}
 	if p.WarmSeconds > 0 {
 		fmt.Fprintf(w, "node cache filled in %.1fs between the passes\n", p.WarmSeconds)
 	}
 	fmt.Fprintf(w, "target p99 <= %d µs (second pass): wall %s, cpu %s\n", targetProofP99us, metText(p.Met), metText(p.CPUMet))
+}
+
+// tracedStore is the PostgreSQL store with its pool's tracer, which
+// benchjournal.ProofBench finds (benchjournal.Tracer).
+type tracedStore struct {
+	*postgres.Store
+	*postgres.StatementTracer
+}
+
+// shareText is one ProofShare on a line: the mean wall time and its parts.
+func shareText(s benchjournal.ProofShare) string {
+	t := fmt.Sprintf("wall %.0f µs (", s.WallUs)
+	if s.StatementUs >= 0 {
+		t += fmt.Sprintf("statements %.0f, acquire %.0f, ", s.StatementUs, s.AcquireUs)
+	}
+	t += fmt.Sprintf("other %.0f), cpu %.0f µs, GC in %.0f%% (pause %.0f µs)", s.OtherUs, s.CPUUs, 100*s.WithGC, s.GCPauseUs)
+	if s.StatementUs >= 0 {
+		t += fmt.Sprintf(", new statement on its connection %.0f%%", 100*s.FirstUse)
+	}
+	if s.CeilingUs > 0 {
+		t += fmt.Sprintf(", round trip right after %.0f µs", s.CeilingUs)
+	}
+	return t
 }

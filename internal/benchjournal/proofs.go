@@ -83,6 +83,9 @@ type ProofLatency struct {
 	// counts the node cache's fill too, which runs beside it.
 	ServerPages float64 `json:"server_pages"`
 	ServerReads float64 `json:"server_reads"`
+	// Tail is where the slowest 1% of the proofs spent their time, beside
+	// every proof's mean.
+	Tail *ProofTail `json:"tail,omitempty"`
 }
 
 // ProofReport is what ProofBench measures at one log size.
@@ -137,7 +140,10 @@ func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.Node
 	var trips *timing
 	if rt != nil {
 		trips = &timing{wall: make([]time.Duration, 0, 2*k), cpu: make([]time.Duration, 0, 2*k)}
-		b.ceiling = func() error { return trips.measure(func() error { return rt.RoundTrip(ctx) }) }
+		b.ceiling = func() (time.Duration, error) {
+			err := trips.measure(func() error { return rt.RoundTrip(ctx) })
+			return trips.wall[len(trips.wall)-1], err
+		}
 	}
 	if rep.Inclusion, err = b.inclusions(ctx, k); err != nil {
 		return rep, err
@@ -164,7 +170,7 @@ type proofBench struct {
 	rng  *rand.Rand
 	// ceiling, when set, runs one timed round trip of the store's cheapest
 	// statement; each proof is followed by one.
-	ceiling func() error
+	ceiling func() (time.Duration, error)
 }
 
 // timing is the wall and CPU time of each proof of one pass, and the
@@ -179,10 +185,16 @@ type timing struct {
 	// it could not say).
 	hits0, reads0 uint64
 	bufErr        error
+	// samples is each proof's breakdown (see tail.go), tracer the
+	// store's, if it has one.
+	samples []sample
+	gc      *gcClock
+	tracer  Tracer
 }
 
 func (b *proofBench) start(ctx context.Context, k int) *timing {
-	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k)}
+	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k), samples: make([]sample, 0, k), gc: newGCClock()}
+	t.tracer, _ = b.p.(Tracer)
 	runtime.GC() // start each pass with no garbage of the last one
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -201,18 +213,46 @@ func (b *proofBench) start(ctx context.Context, k int) *timing {
 
 // measure runs one proof, timing it.
 func (t *timing) measure(fn func() error) error {
+	var g0 uint64
+	var p0 time.Duration
+	if t.gc != nil {
+		g0, p0 = t.gc.read()
+	}
+	if t.tracer != nil {
+		t.tracer.BeginTrace()
+	}
 	c0 := processCPU()
 	t0 := time.Now()
 	err := fn()
-	t.wall = append(t.wall, time.Since(t0))
-	t.cpu = append(t.cpu, processCPU()-c0)
+	wall := time.Since(t0)
+	cpu := processCPU() - c0
+	t.wall = append(t.wall, wall)
+	t.cpu = append(t.cpu, cpu)
+	if t.gc != nil {
+		s := sample{wall: wall, cpu: cpu}
+		g1, p1 := t.gc.read()
+		s.gcs, s.gcPause = g1-g0, p1-p0
+		if t.tracer != nil {
+			s.trace, s.traced = t.tracer.EndTrace(), true
+		}
+		t.samples = append(t.samples, s)
+	}
 	return err
+}
+
+// ceilingAfter notes the wall time of the ceiling's round trip timed
+// right after the last proof.
+func (t *timing) ceilingAfter(d time.Duration) {
+	if len(t.samples) > 0 {
+		t.samples[len(t.samples)-1].ceiling = d
+	}
 }
 
 func (b *proofBench) finish(ctx context.Context, t *timing, k int) ProofLatency {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, RoundTrips: -1, GCs: ms.NumGC - t.gc0}
+	out.Tail = tail(t.samples)
 	out.P50us, out.P99us = quantiles(t.wall)
 	if processCPU() > 0 {
 		out.CPUP50us, out.CPUP99us = quantiles(t.cpu)
@@ -246,7 +286,7 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: %w", i, err)
 		}
-		if err := b.roundTrip(); err != nil {
+		if err := b.roundTrip(t); err != nil {
 			return ProofLatency{}, err
 		}
 		if inc == nil || inc.Index != uint64(i) || inc.Size != b.size {
@@ -276,7 +316,7 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("consistency proof %d..%d: %w", old, b.size, err)
 		}
-		if err := b.roundTrip(); err != nil {
+		if err := b.roundTrip(t); err != nil {
 			return ProofLatency{}, err
 		}
 		oldRoot, err := log.Root(ctx, b.tree, old)
@@ -294,14 +334,17 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 	return b.finish(ctx, t, k), nil
 }
 
-// roundTrip runs the ceiling's statement once, if there is one.
-func (b *proofBench) roundTrip() error {
+// roundTrip runs the ceiling's statement once, if there is one, after a
+// proof measured in t.
+func (b *proofBench) roundTrip(t *timing) error {
 	if b.ceiling == nil {
 		return nil
 	}
-	if err := b.ceiling(); err != nil {
+	d, err := b.ceiling()
+	if err != nil {
 		return fmt.Errorf("round trip (the ceiling): %w", err)
 	}
+	t.ceilingAfter(d)
 	return nil
 }
 

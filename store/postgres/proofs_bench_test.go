@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/runseal/runseal/internal/benchjournal"
+	"github.com/runseal/runseal/internal/pgtest"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -60,7 +63,24 @@ func BenchmarkProofs(b *testing.B) {
 	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SCHEMA"); v != "" {
 		schema = v
 	}
-	s := openStore(b, Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
+	// A pool of its own, traced, so that each pass says where its slowest
+	// proofs spent their time (benchjournal.ProofTail).
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := &StatementTracer{}
+	cfg.ConnConfig.Tracer = tr
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	s, err := New(ctx, p, Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
 	start := time.Now()
 	runs, tree := sealedLog(b, s, n)
 	var buffers string
@@ -73,7 +93,7 @@ func BenchmarkProofs(b *testing.B) {
 		b.Fatalf("checkpoint of the built log: %+v, %v", cp, err)
 	}
 	for b.Loop() {
-		rep, err := benchjournal.ProofBench(ctx, s, runs, tree, cp.Size, log.Hash(cp.Root), k)
+		rep, err := benchjournal.ProofBench(ctx, tracedStore{s, tr}, runs, tree, cp.Size, log.Hash(cp.Root), k)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,6 +103,15 @@ func BenchmarkProofs(b *testing.B) {
 		}{{"inclusion, cold cache", rep.Cold.Inclusion}, {"consistency, cold cache", rep.Cold.Consistency}, {"inclusion", rep.Inclusion}, {"consistency", rep.Consistency}} {
 			b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs, nodes/proof %.1f, from the database %.1f, round trips %.2f, server pages %.2f (not in shared_buffers %.2f)",
 				l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.ServerPages, l.ServerReads)
+		}
+		for _, l := range []struct {
+			name string
+			t    *benchjournal.ProofTail
+		}{{"inclusion, cold cache", rep.Cold.Inclusion.Tail}, {"consistency, cold cache", rep.Cold.Consistency.Tail}, {"inclusion", rep.Inclusion.Tail}, {"consistency", rep.Consistency.Tail}} {
+			if l.t != nil {
+				b.Logf("%-24s slowest 1%%: %+v", l.name, l.t.Slowest)
+				b.Logf("%-24s all:         %+v", l.name, l.t.All)
+			}
 		}
 		c := rep.RoundTrip
 		b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs (the ceiling: the log's size read, alternating with the proofs)",
@@ -125,4 +154,10 @@ func sealedLog(tb testing.TB, s *Store, n int) ([]store.RunID, log.NodeReader) {
 		tb.Fatal(err)
 	}
 	return l.Runs, l.Tree
+}
+
+// tracedStore is the store with its pool's tracer, which ProofBench finds.
+type tracedStore struct {
+	*Store
+	*StatementTracer
 }
