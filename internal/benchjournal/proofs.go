@@ -51,6 +51,12 @@ type bufferReporter interface {
 	ServerBuffers(ctx context.Context) (hits, reads uint64, err error)
 }
 
+// readTimer is a Prover on a server that times its reads from outside its
+// buffers, as PostgreSQL does with track_io_timing on (ok false: off).
+type readTimer interface {
+	ServerReadTime(ctx context.Context) (total time.Duration, ok bool, err error)
+}
+
 // ProofLatency is one kind of proof's figures.
 type ProofLatency struct {
 	Proofs int     `json:"proofs"`
@@ -83,6 +89,12 @@ type ProofLatency struct {
 	// counts the node cache's fill too, which runs beside it.
 	ServerPages float64 `json:"server_pages"`
 	ServerReads float64 `json:"server_reads"`
+	// ServerReadUs is the server's time reading those pages from outside
+	// its buffers, per proof (the whole database's, so a cold pass counts
+	// the node cache's fill too): microseconds per page when the kernel
+	// had them cached, a disk read's when not. -1: not timed (PostgreSQL:
+	// track_io_timing off).
+	ServerReadUs float64 `json:"server_read_us"`
 	// Tail is where the slowest 1% of the proofs spent their time, beside
 	// every proof's mean.
 	Tail *ProofTail `json:"tail,omitempty"`
@@ -102,6 +114,11 @@ type ProofReport struct {
 	// WarmSeconds is how long the store took to fill its node cache after
 	// the cold pass (zero: it has none to fill).
 	WarmSeconds float64 `json:"cache_fill_seconds"`
+	// Served is how many inclusion proofs of other runs the store served,
+	// unmeasured, before the second pass (ProofOptions.Served), and
+	// ServedSeconds how long they took.
+	Served        int     `json:"served_before"`
+	ServedSeconds float64 `json:"served_seconds"`
 	// Cold is the first pass, from a store just opened (its node cache
 	// empty, filling in the background); Inclusion and Consistency are a
 	// second pass over other random proofs, once the cache is full.
@@ -119,9 +136,31 @@ type ProofReport struct {
 // each proof reads. Every proof is checked against root, so a fast wrong
 // answer is an error, not a figure.
 func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, k int) (ProofReport, error) {
-	rep := ProofReport{Size: size}
+	return ProofBenchWith(ctx, p, runs, tree, size, root, ProofOptions{Samples: k})
+}
+
+// ProofOptions are ProofBench's settings.
+type ProofOptions struct {
+	// Samples is how many proofs of each kind each pass measures.
+	Samples int
+	// Served, when above zero, is how many inclusion proofs the store
+	// serves, unmeasured, between the node cache's fill and the second
+	// pass: the traffic a long-running server has seen, which leaves its
+	// buffers in the state they keep (the fill has just filled them with
+	// what it read). They are of runs at even log indexes, and the second
+	// pass then proves runs at odd ones, so that no measured proof is of
+	// a run served before it; runs sharing a page with one are, as on a
+	// server that has run a while.
+	Served int
+}
+
+// ProofBenchWith is ProofBench with options.
+func ProofBenchWith(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, o ProofOptions) (ProofReport, error) {
+	k := o.Samples
+	rep := ProofReport{Size: size, Served: o.Served}
 	rng := rand.New(rand.NewPCG(1, 2))
 	b := &proofBench{p: p, runs: runs, tree: tree, size: size, root: root, rng: rng}
+	b.pick = func() int { return b.rng.IntN(len(b.runs)) }
 	var err error
 	if rep.Cold.Inclusion, err = b.inclusions(ctx, k); err != nil {
 		return rep, err
@@ -135,6 +174,15 @@ func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.Node
 			return rep, fmt.Errorf("fill the node cache: %w", err)
 		}
 		rep.WarmSeconds = time.Since(t0).Seconds()
+	}
+	if o.Served > 0 && len(runs) > 1 {
+		t0 := time.Now()
+		b.pick = func() int { return 2 * b.rng.IntN((len(b.runs)+1)/2) }
+		if _, err := b.inclusions(ctx, o.Served); err != nil {
+			return rep, fmt.Errorf("served before the second pass: %w", err)
+		}
+		rep.ServedSeconds = time.Since(t0).Seconds()
+		b.pick = func() int { return 1 + 2*b.rng.IntN(len(b.runs)/2) }
 	}
 	rt, _ := p.(roundTripper)
 	var trips *timing
@@ -168,6 +216,7 @@ type proofBench struct {
 	size uint64
 	root log.Hash
 	rng  *rand.Rand
+	pick func() int // the index of the next run to prove
 	// ceiling, when set, runs one timed round trip of the store's cheapest
 	// statement; each proof is followed by one.
 	ceiling func() (time.Duration, error)
@@ -185,6 +234,10 @@ type timing struct {
 	// it could not say).
 	hits0, reads0 uint64
 	bufErr        error
+	// readTime0 is the server's read time at the start (readTimed false:
+	// not timed).
+	readTime0 time.Duration
+	readTimed bool
 	// samples is each proof's breakdown (see tail.go), tracer the
 	// store's, if it has one.
 	samples []sample
@@ -207,6 +260,11 @@ func (b *proofBench) start(ctx context.Context, k int) *timing {
 	}
 	if r, ok := b.p.(bufferReporter); ok {
 		t.hits0, t.reads0, t.bufErr = r.ServerBuffers(ctx)
+	}
+	if r, ok := b.p.(readTimer); ok && t.bufErr == nil {
+		var err error
+		t.readTime0, t.readTimed, err = r.ServerReadTime(ctx)
+		t.readTimed = t.readTimed && err == nil
 	}
 	return t
 }
@@ -263,11 +321,16 @@ func (b *proofBench) finish(ctx context.Context, t *timing, k int) ProofLatency 
 	if r, ok := b.p.(tripReporter); ok {
 		out.RoundTrips = float64(r.ProofRoundTrips()-t.trips0) / float64(k)
 	}
-	out.ServerPages, out.ServerReads = -1, -1
+	out.ServerPages, out.ServerReads, out.ServerReadUs = -1, -1, -1
 	if r, ok := b.p.(bufferReporter); ok && t.bufErr == nil {
 		if hits, reads, err := r.ServerBuffers(ctx); err == nil && hits >= t.hits0 && reads >= t.reads0 {
 			out.ServerPages = float64(hits-t.hits0+reads-t.reads0) / float64(k)
 			out.ServerReads = float64(reads-t.reads0) / float64(k)
+		}
+	}
+	if r, ok := b.p.(readTimer); ok && t.readTimed {
+		if d, on, err := r.ServerReadTime(ctx); err == nil && on && d >= t.readTime0 {
+			out.ServerReadUs = float64((d - t.readTime0).Nanoseconds()) / 1000 / float64(k)
 		}
 	}
 	return out
@@ -277,7 +340,7 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 	t := b.start(ctx, k)
 	counter := &countingReader{r: b.tree}
 	for range k {
-		i := b.rng.IntN(len(b.runs))
+		i := b.pick()
 		var inc *store.Inclusion
 		err := t.measure(func() (err error) {
 			inc, err = b.p.InclusionProof(ctx, b.runs[i])

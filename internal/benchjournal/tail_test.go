@@ -47,10 +47,12 @@ type memProver struct {
 	l            *SealedLog
 	index        map[store.RunID]uint64
 	begun, ended int
+	asked        []uint64 // the log index of every run proved, in order
 }
 
 func (p *memProver) InclusionProof(ctx context.Context, run store.RunID) (*store.Inclusion, error) {
 	i, size := p.index[run], uint64(len(p.l.Runs))
+	p.asked = append(p.asked, i)
 	proof, err := log.InclusionProof(ctx, p.l.Tree, i, size)
 	if err != nil {
 		return nil, err
@@ -91,6 +93,40 @@ func TestProofBench_TracesEveryProof(t *testing.T) {
 	for _, l := range []ProofLatency{rep.Cold.Inclusion, rep.Cold.Consistency, rep.Inclusion, rep.Consistency} {
 		if l.Tail == nil || l.Tail.All.Proofs != 10 || l.Tail.Slowest.Proofs != 1 || l.Tail.All.StatementUs != 1 {
 			t.Errorf("tail = %+v", l.Tail)
+		}
+	}
+}
+
+// With Served, the store serves that many proofs before the second pass,
+// and none of the second pass's proofs is of a run it served: the warm-up
+// is other traffic, not a pre-read of the runs measured.
+func TestProofBench_ServedProofsAreOfOtherRuns(t *testing.T) {
+	ctx := context.Background()
+	l, err := NewSealedLog(ctx, 301)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &memProver{l: l, index: map[store.RunID]uint64{}}
+	for i, r := range l.Runs {
+		p.index[r] = uint64(i)
+	}
+	rep, err := ProofBenchWith(ctx, p, l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, ProofOptions{Samples: 10, Served: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Served != 500 || len(p.asked) != 10+500+10 {
+		t.Fatalf("served %d, proofs asked %d; want 500 and 520", rep.Served, len(p.asked))
+	}
+	served := map[uint64]bool{}
+	for _, i := range p.asked[10 : 10+500] {
+		served[i] = true
+	}
+	if len(served) < 100 {
+		t.Errorf("served proofs cover %d runs of 301; want them spread", len(served))
+	}
+	for _, i := range p.asked[10+500:] {
+		if served[i] {
+			t.Errorf("the second pass measured run %d, which was served before it", i)
 		}
 	}
 }
