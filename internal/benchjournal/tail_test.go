@@ -50,6 +50,20 @@ type memProver struct {
 	asked        []uint64 // the log index of every run proved, in order
 }
 
+// newMemProver is a memProver over a SealedLog of n runs.
+func newMemProver(t *testing.T, n int) *memProver {
+	t.Helper()
+	l, err := NewSealedLog(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &memProver{l: l, index: map[store.RunID]uint64{}}
+	for i, r := range l.Runs {
+		p.index[r] = uint64(i)
+	}
+	return p
+}
+
 func (p *memProver) InclusionProof(ctx context.Context, run store.RunID) (*store.Inclusion, error) {
 	i, size := p.index[run], uint64(len(p.l.Runs))
 	p.asked = append(p.asked, i)
@@ -75,14 +89,8 @@ func (p *memProver) EndTrace() Trace {
 // reports it in each pass's tail.
 func TestProofBench_TracesEveryProof(t *testing.T) {
 	ctx := context.Background()
-	l, err := NewSealedLog(ctx, 300)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &memProver{l: l, index: map[store.RunID]uint64{}}
-	for i, r := range l.Runs {
-		p.index[r] = uint64(i)
-	}
+	p := newMemProver(t, 300)
+	l := p.l
 	rep, err := ProofBench(ctx, p, l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -102,14 +110,8 @@ func TestProofBench_TracesEveryProof(t *testing.T) {
 // is other traffic, not a pre-read of the runs measured.
 func TestProofBench_ServedProofsAreOfOtherRuns(t *testing.T) {
 	ctx := context.Background()
-	l, err := NewSealedLog(ctx, 301)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &memProver{l: l, index: map[store.RunID]uint64{}}
-	for i, r := range l.Runs {
-		p.index[r] = uint64(i)
-	}
+	p := newMemProver(t, 301)
+	l := p.l
 	rep, err := ProofBenchWith(ctx, p, l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, ProofOptions{Samples: 10, Served: 500})
 	if err != nil {
 		t.Fatal(err)
