@@ -203,7 +203,12 @@ func shareText(s benchjournal.ProofShare) string {
 	if s.StatementUs >= 0 {
 		t += fmt.Sprintf("statements %.0f, acquire %.0f, ", s.StatementUs, s.AcquireUs)
 	}
-	t += fmt.Sprintf("other %.0f), cpu %.0f µs, GC in %.0f%% (pause %.0f µs)", s.OtherUs, s.CPUUs, 100*s.WithGC, s.GCPauseUs)
+	if s.OtherUs >= 0 {
+		t += fmt.Sprintf("other %.0f)", s.OtherUs)
+	} else { // statements of the node cache's fill ran beside the proofs
+		t += "with the cache's fill beside)"
+	}
+	t += fmt.Sprintf(", cpu %.0f µs, GC in %.0f%% (pause %.0f µs)", s.CPUUs, 100*s.WithGC, s.GCPauseUs)
 	if s.StatementUs >= 0 {
 		t += fmt.Sprintf(", new statement on its connection %.0f%%", 100*s.FirstUse)
 	}
