@@ -15,6 +15,10 @@ func TestBenchProofs(t *testing.T) {
 	expect(t, cli(t, "", "", "bench", "--proofs-postgres", "postgres://localhost/x"), exitUsage, "--proofs-postgres needs --proofs")
 	expect(t, cli(t, "", "", "bench", "--proofs", "10", "--proofs-served", "-1"), exitUsage, "--proofs-served must not be negative")
 	dsn := pgtest.Single(t)
+	// A schema of the test's own: without --keep the bench drops its
+	// schema, and $RUNSEAL_POSTGRES_DSN may name a server whose
+	// runseal_bench_proofs holds a kept 10^6 log.
+	t.Setenv("RUNSEAL_BENCH_PROOFS_SCHEMA", "runseal_test_bench_proofs")
 	r := cli(t, "", "", "bench", "--json", "--throughput=false", "--dir", t.TempDir(), "--proofs", "300", "--proof-samples", "200", "--proofs-served", "100", "--proofs-postgres", dsn)
 	expect(t, r, exitOK)
 	var rep benchReport
