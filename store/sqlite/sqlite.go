@@ -65,7 +65,7 @@ type Options struct {
 	Logger *slog.Logger
 	// NodeCacheBytes bounds each tenant's in-memory cache of upper log
 	// nodes, which proofs and roots read first: DefaultNodeCacheBytes when
-	// zero; below 8 KiB nothing is cached.
+	// zero; below 8 KiB (log.CacheNothing) nothing is cached.
 	NodeCacheBytes int64
 
 	// PipelineFlush overlaps the fsync of one group's commit with the
