@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/storetest"
 )
@@ -157,11 +158,7 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 // tlog.
 func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 	ctx := context.Background()
-	schema := "runseal_p" + strings.ToLower(freshTenant()[1:12])
-	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
-	old := openStore(t, Options{Schema: schema})
-	runs, tree := sealedLog(t, old, 1003)
-	old.Close()
+	schema, old, runs, tree := closedLog(t, 1003)
 	v := 0
 	for i, m := range migrations {
 		if m.sql == proofIndexesSchema {
@@ -272,11 +269,7 @@ func (n planNode) offProbe() string {
 // every store to that, on the packed indexes).
 func TestMigrate_DenseProofIndexesOnExistingLog(t *testing.T) {
 	ctx := context.Background()
-	schema := "runseal_p" + strings.ToLower(freshTenant()[1:12])
-	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
-	old := openStore(t, Options{Schema: schema})
-	runs, tree := sealedLog(t, old, 3001)
-	old.Close()
+	schema, old, runs, tree := closedLog(t, 3001)
 	if migrations[SchemaVersion-1].sql != denseProofIndexesSchema {
 		t.Fatalf("the packing is not the last migration; this test undoes the last one only")
 	}
@@ -326,4 +319,17 @@ func TestMigrate_DenseProofIndexesOnExistingLog(t *testing.T) {
 	if oid1 != oid2 {
 		t.Errorf("a packed runs_proof was rebuilt by the migration (file %d, then %d)", oid1, oid2)
 	}
+}
+
+// closedLog writes a log of n sealed runs into a tenant of a schema of its
+// own, dropped after the test, and closes the store: a database a later
+// version of the code then opens.
+func closedLog(t *testing.T, n int) (schema string, old *Store, runs []store.RunID, tree log.NodeReader) {
+	t.Helper()
+	schema = "runseal_p" + strings.ToLower(freshTenant()[1:12])
+	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
+	old = openStore(t, Options{Schema: schema})
+	runs, tree = sealedLog(t, old, n)
+	old.Close()
+	return schema, old, runs, tree
 }
