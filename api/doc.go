@@ -1,22 +1,17 @@
-// Package api is the journal's HTTP API (spec/http.md): a Server that
-// answers it over one or more tenants' stores, the Client that speaks it,
-// the wire types both use, and the bearer tokens that guard it.
+// Package api is the client side of the journal's HTTP API (spec/http.md):
+// the Client that speaks it and the wire types and refusal classes every
+// party shares. The server that answers it is package api/server.
 //
-// Invariants the Server keeps:
-//   - every request but GET /healthz is authenticated by a bearer token
-//     (Authenticate), except the public read surface when Config.Public;
-//     a token reaches one tenant, with the role reader or writer;
-//   - one switch (answer) maps an error to its status; store failures that
-//     are not the caller's are logged and answered without their detail;
-//   - every request body is bounded and parsed strictly (duplicate keys,
-//     case-folded names, trailing data and invalid UTF-8 are refused);
-//   - one answer holds a bounded number of bytes of records
-//     (Config.MaxRecordsBytes), read from the store a few records at a time;
-//   - checkpoint answers carry Cache-Control: no-store.
+// The package is kept apart from the server so that a reader of the API
+// (the auditor's monitor, a script) links the client and the wire types
+// only: not the server's metrics, the publisher, the witness client or a
+// SQLite engine, whose package initialisation would otherwise run in every
+// auditor command.
 //
-// The operator console (package console) is rendered from the same reads
-// that answer its JSON twins here (StatusRoutes, TokenRoute: /v1/status,
-// /v1/activity, /v1/runs/{run}/status, /v1/disclosures, /v1/tokens,
-// /v1/studies), so a script sees what a person sees; a Meter, wrapped
-// around the Server, counts the appends and seals it commits.
+// Invariants the Client keeps:
+//   - it follows a redirect only to the same scheme and host, so a server
+//     cannot move its trust or its bearer token elsewhere (ErrRedirect);
+//   - every answer is read up to a bound, and a non-2xx answer becomes an
+//     *Error whose status class errors.Is matches;
+//   - the URLs it logs or names in errors are redacted (Redact).
 package api

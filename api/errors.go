@@ -2,10 +2,7 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-
-	"github.com/runseal/runseal/store"
 )
 
 // Classes of refusal, one per HTTP status a caller branches on. An *Error
@@ -59,45 +56,4 @@ func classOf(status int) error {
 		return ErrServer
 	}
 	return nil
-}
-
-func badRequest(field, format string, args ...any) error {
-	return &Error{Status: http.StatusBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-func notFound(format string, args ...any) error {
-	return &Error{Status: http.StatusNotFound, Message: fmt.Sprintf(format, args...)}
-}
-
-var errUnauthorized = &Error{Status: http.StatusUnauthorized, Message: "a valid bearer token is required"}
-
-// answer is how the server answers err: its status, the field at fault, the
-// message to send, and what to log for the operator ("" when nothing). This
-// switch is the one place an error meets a status.
-func answer(err error) (status int, field, msg, logAs string) {
-	var ae *Error
-	var ia *store.InvalidArgumentError
-	var mb *http.MaxBytesError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Status, ae.Field, ae.Error(), ""
-	case errors.As(err, &ia):
-		return http.StatusBadRequest, ia.Field, err.Error(), ""
-	case errors.Is(err, store.ErrRecordTooLarge):
-		return http.StatusRequestEntityTooLarge, "", err.Error(), ""
-	case errors.As(err, &mb):
-		return http.StatusRequestEntityTooLarge, "", fmt.Sprintf("body over %d bytes", mb.Limit), ""
-	case errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound, "", err.Error(), ""
-	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, store.ErrLeaseNotHeld),
-		errors.Is(err, store.ErrRunSealed), errors.Is(err, store.ErrDuplicateEffect), errors.Is(err, store.ErrDuplicateAdmission):
-		return http.StatusConflict, "", err.Error(), ""
-	case errors.Is(err, store.ErrCorrupt):
-		// A broken chain or row is the answer a reader asked for, not a
-		// detail to hide; it is also logged, since someone must act on it.
-		return http.StatusInternalServerError, "", err.Error(), "serve: the store is corrupt"
-	case errors.Is(err, store.ErrClosed):
-		return http.StatusServiceUnavailable, "", "shutting down", ""
-	}
-	return http.StatusInternalServerError, "", "internal error", "serve: request failed"
 }

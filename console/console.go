@@ -1,7 +1,7 @@
 // Package console is the operator console of 'journal serve': read-only
 // HTML pages, rendered by the server from the same reads that answer the
-// API's JSON twins (package api), with their templates, stylesheet and one
-// small script embedded in the binary.
+// API's JSON twins (package api/server), with their templates, stylesheet
+// and one small script embedded in the binary.
 //
 // Invariants:
 //   - Every page but sign-in needs a session: a cookie holding a reader or
@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/store"
 )
 
@@ -60,12 +61,12 @@ const maxSignInBody = 4 << 10
 // Config is what a Console is built from.
 type Config struct {
 	// Tenants are the tenants served, as the API serves them.
-	Tenants []api.Tenant
+	Tenants []server.Tenant
 	// Tokens authenticates the session's token on every request, and
 	// lists tokens on the Disclosures page.
 	Tokens store.TokenStore
 	// Meter answers the Activity page; nil shows it empty.
-	Meter *api.Meter
+	Meter *server.Meter
 	// FirstToken is the exact command that creates a token for this
 	// journal, shown on the sign-in page while the journal has none.
 	FirstToken string
@@ -79,7 +80,7 @@ type Config struct {
 // Console serves the operator console.
 type Console struct {
 	cfg    Config
-	byName map[string]*api.Tenant
+	byName map[string]*server.Tenant
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
@@ -90,7 +91,7 @@ func New(cfg Config) (*Console, error) {
 	if len(cfg.Tenants) == 0 || cfg.Tokens == nil {
 		return nil, errors.New("console: needs tenants and a token store")
 	}
-	c := &Console{cfg: cfg, byName: map[string]*api.Tenant{}, log: cfg.Logger, pages: map[string]*template.Template{}}
+	c := &Console{cfg: cfg, byName: map[string]*server.Tenant{}, log: cfg.Logger, pages: map[string]*template.Template{}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -180,7 +181,7 @@ func (c *Console) routes() *http.ServeMux {
 // session is a signed-in request: its live token and its tenant.
 type session struct {
 	Token  *store.Token
-	tenant *api.Tenant
+	tenant *server.Tenant
 }
 
 // view is what every page template receives.
@@ -217,7 +218,7 @@ func (c *Console) authenticate(r *http.Request) (*session, string, error) {
 
 // check authenticates tok as the API does, and says why it failed.
 func (c *Console) check(ctx context.Context, tok string) (*session, string, error) {
-	t, err := api.Authenticate(ctx, c.cfg.Tokens, tok)
+	t, err := server.Authenticate(ctx, c.cfg.Tokens, tok)
 	if errors.Is(err, api.ErrUnauthorized) {
 		return nil, c.whyRefused(ctx, tok), nil
 	}
@@ -236,7 +237,7 @@ func (c *Console) check(ctx context.Context, tok string) (*session, string, erro
 // constant time, as Authenticate does), so it tells a guesser nothing.
 func (c *Console) whyRefused(ctx context.Context, tok string) string {
 	const invalid = "That is not a valid token for this journal. Paste a token printed by 'journal token create'."
-	id, ok := api.TokenID(tok)
+	id, ok := server.TokenID(tok)
 	if !ok {
 		return invalid
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
@@ -140,7 +140,7 @@ func TestSignIn_RevokedTokenLandsOnSignInWithMessage(t *testing.T) {
 // never a stack trace, and "revoked" is never said of a wrong secret.
 func TestSignIn_WrongTokenGetsClearMessage(t *testing.T) {
 	f := newFixture(t)
-	id, _ := api.TokenID(f.reader)
+	id, _ := server.TokenID(f.reader)
 	for _, tok := range []string{
 		"hello", "rs_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
 		"rs_" + id + "_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", strings.Repeat("x", 3000),
@@ -227,7 +227,7 @@ func TestFirstStart_SignInSaysHowToCreateToken(t *testing.T) {
 	defer st.Close()
 	key := journaltest.NewLog(t, st.Origin()).Verifier
 	const cmd = "journal token create --role reader --name console --db /srv/j.db"
-	con, err := New(Config{Tenants: []api.Tenant{{Store: st, LogKey: key}}, Tokens: st, Logger: quiet, FirstToken: cmd})
+	con, err := New(Config{Tenants: []server.Tenant{{Store: st, LogKey: key}}, Tokens: st, Logger: quiet, FirstToken: cmd})
 	must(t, err)
 	get := func() string {
 		rec := httptest.NewRecorder()
@@ -240,7 +240,7 @@ func TestFirstStart_SignInSaysHowToCreateToken(t *testing.T) {
 	if body := get(); !strings.Contains(body, cmd) || !strings.Contains(body, `id="firststart"`) {
 		t.Fatalf("first start: the sign-in page does not show %q:\n%s", cmd, body)
 	}
-	id, _, hash, err := api.NewToken()
+	id, _, hash, err := server.NewToken()
 	must(t, err)
 	must(t, st.CreateToken(ctx, store.Token{ID: id, Tenant: "default", Role: store.RoleReader, Hash: hash}))
 	if body := get(); strings.Contains(body, `id="firststart"`) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/internal/journaltest"
@@ -157,13 +157,13 @@ func newFixture(t *testing.T) *fixture {
 	must(t, st.RecordDisclosure(ctx, f.disclosure))
 
 	// The server, as 'journal serve' builds it.
-	cfg := api.Config{
-		Tenants: []api.Tenant{{Store: st, LogKey: lk.Verifier, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
+	cfg := server.Config{
+		Tenants: []server.Tenant{{Store: st, LogKey: lk.Verifier, Policy: pol, Signer: cp}, {Store: acme, LogKey: acmeKey}},
 		Tokens:  st, Logger: quiet,
 	}
-	meter := api.NewMeter(nil)
-	cfg.Routes = append(api.StatusRoutes(meter), api.TokenRoute(st))
-	srv, err := api.New(cfg)
+	meter := server.NewMeter(nil)
+	cfg.Routes = append(server.StatusRoutes(meter), server.TokenRoute(st))
+	srv, err := server.New(cfg)
 	must(t, err)
 	con, err := New(Config{Tenants: cfg.Tenants, Tokens: st, Meter: meter, Logger: quiet, FirstToken: "journal token create --role reader --name console"})
 	must(t, err)
@@ -218,7 +218,7 @@ func (f *fixture) run(st *sqlite.Store, outcome string, seal bool) store.RunID {
 
 func (f *fixture) token(st *sqlite.Store, tenant, role, name string) (secret, id string) {
 	f.t.Helper()
-	id, secret, hash, err := api.NewToken()
+	id, secret, hash, err := server.NewToken()
 	must(f.t, err)
 	must(f.t, st.CreateToken(context.Background(), store.Token{ID: id, Tenant: tenant, Role: role, Name: name, Hash: hash, Created: time.Now().UTC()}))
 	return secret, id

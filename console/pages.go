@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/store"
 )
 
@@ -94,7 +95,7 @@ func twin(s *session, path string) string {
 }
 
 func (c *Console) logPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
-	st, err := api.ReadLogStatus(r.Context(), s.tenant, c.cfg.Now())
+	st, err := server.ReadLogStatus(r.Context(), s.tenant, c.cfg.Now())
 	if err != nil {
 		return 0, "", view{}, err
 	}
@@ -102,14 +103,14 @@ func (c *Console) logPage(w http.ResponseWriter, r *http.Request, s *session) (i
 }
 
 type activityData struct {
-	api.Activity
+	server.Activity
 	HourPlot, DayPlot plot
 }
 
 func (c *Console) activityPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
 	m := c.cfg.Meter
 	if m == nil {
-		m = api.NewMeter(c.cfg.Now)
+		m = server.NewMeter(c.cfg.Now)
 	}
 	a := m.Activity(s.Token.Tenant)
 	d := activityData{Activity: a, HourPlot: newPlot(a.Hour, "last hour, per minute"), DayPlot: newPlot(a.Day, "last 24 hours, per 10 minutes")}
@@ -221,7 +222,7 @@ func (c *Console) backlogsPage(w http.ResponseWriter, r *http.Request, s *sessio
 }
 
 type runData struct {
-	api.RunStatus
+	server.RunStatus
 	Records []recordView
 	From    store.Seq
 	Next    store.Seq // 0: no more
@@ -285,7 +286,7 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) (i
 		from = store.Seq(n)
 	}
 	ctx := r.Context()
-	rs, err := api.ReadRunStatus(ctx, s.tenant, run, c.cfg.Now())
+	rs, err := server.ReadRunStatus(ctx, s.tenant, run, c.cfg.Now())
 	if err != nil {
 		return 0, "", view{}, err
 	}
@@ -316,7 +317,7 @@ func shortText(s string) string {
 }
 
 type disclosuresData struct {
-	Page   api.Disclosures
+	Page   server.Disclosures
 	After  string
 	Tokens []store.Token
 }
@@ -326,11 +327,11 @@ func (c *Console) disclosuresPage(w http.ResponseWriter, r *http.Request, s *ses
 	if after != "" && !strings.HasPrefix(after, "dsc_") {
 		return 0, "", view{}, &api.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("after %q is not a disclosure id", shortText(after))}
 	}
-	d, err := api.ReadDisclosures(r.Context(), s.tenant, after, pageSize)
+	d, err := server.ReadDisclosures(r.Context(), s.tenant, after, pageSize)
 	if err != nil {
 		return 0, "", view{}, err
 	}
-	toks, err := api.TenantTokens(r.Context(), c.cfg.Tokens, s.Token.Tenant)
+	toks, err := server.TenantTokens(r.Context(), c.cfg.Tokens, s.Token.Tenant)
 	if err != nil {
 		return 0, "", view{}, err
 	}
@@ -339,7 +340,7 @@ func (c *Console) disclosuresPage(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 func (c *Console) studiesPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
-	ss, err := api.ListStudies(r.Context(), s.tenant, pageSize)
+	ss, err := server.ListStudies(r.Context(), s.tenant, pageSize)
 	if err != nil {
 		return 0, "", view{}, err
 	}
@@ -347,7 +348,7 @@ func (c *Console) studiesPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 func (c *Console) studyPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
-	v, err := api.ReadStudy(r.Context(), s.tenant, r.PathValue("study"))
+	v, err := server.ReadStudy(r.Context(), s.tenant, r.PathValue("study"))
 	if err != nil {
 		return 0, "", view{}, err
 	}

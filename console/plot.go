@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 )
 
 // Plot geometry, in SVG user units; the SVG scales to its box.
@@ -40,15 +40,15 @@ type bar struct {
 }
 
 // newPlot draws a window's records/s and seals/s as two bar charts.
-func newPlot(s api.ActivitySeries, caption string) plot {
+func newPlot(s server.ActivitySeries, caption string) plot {
 	p := plot{Caption: caption, W: plotW, H: plotH}
 	step := float64(s.StepSeconds)
 	pick := []struct {
 		label, class string
-		val          func(api.ActivityPoint) uint64
+		val          func(server.ActivityPoint) uint64
 	}{
-		{"records appended /s", "bar-append", func(p api.ActivityPoint) uint64 { return p.Records }},
-		{"seals /s", "bar-seal", func(p api.ActivityPoint) uint64 { return p.Seals }},
+		{"records appended /s", "bar-append", func(p server.ActivityPoint) uint64 { return p.Records }},
+		{"seals /s", "bar-seal", func(p server.ActivityPoint) uint64 { return p.Seals }},
 	}
 	for _, k := range pick {
 		c := chart{Label: k.label, Class: k.class, X0: plotLeft, X1: plotW, Y0: plotTop, Y1: plotH - plotPB}

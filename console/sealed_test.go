@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/keyring"
@@ -61,10 +61,10 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	must(t, st.DeferPublication(ctx, wid, sc.Size, time.Now().Add(time.Minute), ahead.Error()))
 	must(t, st.RecordWitnessAlarm(ctx, store.WitnessAlarm{Witness: wid, Kind: store.AlarmWitnessRolledBack, Reported: 1, Cosigned: 2, At: time.Now(), Detail: "witness w1 reports size 1, but cosigned 2"}))
 
-	id, tok, hash, err := api.NewToken()
+	id, tok, hash, err := server.NewToken()
 	must(t, err)
 	must(t, st.CreateToken(ctx, store.Token{ID: id, Tenant: "default", Role: store.RoleReader, Hash: hash}))
-	con, err := New(Config{Tenants: []api.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}, Tokens: st, Logger: quiet})
+	con, err := New(Config{Tenants: []server.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}, Tokens: st, Logger: quiet})
 	must(t, err)
 	get := func(path string) string {
 		t.Helper()

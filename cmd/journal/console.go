@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/console"
 	"github.com/runseal/runseal/store"
 )
@@ -15,10 +15,10 @@ import (
 // /console/ in front of the API handler, counting the API's appends and
 // seals for its Activity page; routes are the console's JSON twins, to
 // serve with the API.
-func withConsole(cfg *api.Config, tokens store.TokenStore, firstToken string) (mount func(http.Handler) (http.Handler, error)) {
-	meter := api.NewMeter(nil)
-	cfg.Routes = append(cfg.Routes, api.StatusRoutes(meter)...)
-	cfg.Routes = append(cfg.Routes, api.TokenRoute(tokens))
+func withConsole(cfg *server.Config, tokens store.TokenStore, firstToken string) (mount func(http.Handler) (http.Handler, error)) {
+	meter := server.NewMeter(nil)
+	cfg.Routes = append(cfg.Routes, server.StatusRoutes(meter)...)
+	cfg.Routes = append(cfg.Routes, server.TokenRoute(tokens))
 	return func(h http.Handler) (http.Handler, error) {
 		con, err := console.New(console.Config{Tenants: cfg.Tenants, Tokens: tokens, Meter: meter, Logger: cfg.Logger, FirstToken: firstToken})
 		if err != nil {

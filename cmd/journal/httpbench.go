@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/internal/appendload"
 	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/store"
@@ -155,7 +155,7 @@ func (a *app) benchToken(ctx context.Context, path string) (string, error) {
 		return "", err
 	}
 	defer js.Close()
-	id, secret, hash, err := api.NewToken()
+	id, secret, hash, err := server.NewToken()
 	if err != nil {
 		return "", err
 	}

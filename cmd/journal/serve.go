@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/publish"
@@ -58,7 +58,7 @@ type serveConfig struct {
 	pollEvery time.Duration
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
-	routes    []api.Route       // extra routes to mount (tiles, say), authorized like the API's
+	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
 }
 
@@ -99,7 +99,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.minRetry, "retry-min", time.Second, "first retry delay after a witness failure")
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
-	f.DurationVar(&c.tokenTTL, "token-cache-ttl", api.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
+	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -117,7 +117,7 @@ type serveStore interface {
 // tenantWork is one served tenant: what the API answers with, and its
 // background signer and publisher.
 type tenantWork struct {
-	api    api.Tenant
+	api    server.Tenant
 	signer *checkpointer.Signer
 	pub    *publish.Publisher // nil: no witnesses configured
 }
@@ -185,7 +185,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := api.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
+	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
 	if c.tokenTTL <= 0 {
 		cfg.TokenCacheTTL = -1 // every request asks the store
 	}
@@ -194,11 +194,11 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	}
 	firstToken := firstTokenCommand(c.loc, c.tenants[0])
 	mountConsole := withConsole(&cfg, tokens, firstToken) // console.go
-	server, err := api.New(cfg)
+	apiServer, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	handler, err := mountConsole(server)
+	handler, err := mountConsole(apiServer)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewHTTPServer(withVerifyPage(handler), api.Timeouts{}, a.log)
+	srv := server.NewHTTPServer(withVerifyPage(handler), server.Timeouts{}, a.log)
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
@@ -239,7 +239,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	case err = <-errc:
 	case <-ctx.Done():
 	}
-	server.Drain()
+	apiServer.Drain()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	serr := srv.Shutdown(shutCtx)
@@ -283,7 +283,7 @@ func (a *app) tenantWork(js journalStore, c serveConfig, pol *checkpoint.Policy,
 		sc.Queue = tw.pub
 	}
 	tw.signer = checkpointer.New(sc)
-	tw.api = api.Tenant{Store: st, LogKey: logKey, Policy: pol, Signer: tw.signer}
+	tw.api = server.Tenant{Store: st, LogKey: logKey, Policy: pol, Signer: tw.signer}
 	return tw, nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/tiles"
 )
@@ -21,11 +21,11 @@ import (
 // tilesRoutes serves each tenant's log as C2SP tlog-tiles under
 // /tiles/<tenant>/ (spec/tiles.md): public with --public, else for a
 // reader token of that tenant, like the other reads.
-func tilesRoutes(logger *slog.Logger) []api.Route {
-	return []api.Route{{
+func tilesRoutes(logger *slog.Logger) []server.Route {
+	return []server.Route{{
 		Pattern: "GET /tiles/{tenant}/{path...}",
-		Role:    api.RolePublic,
-		Handle: func(w http.ResponseWriter, r *http.Request, t *api.Tenant) error {
+		Role:    server.RolePublic,
+		Handle: func(w http.ResponseWriter, r *http.Request, t *server.Tenant) error {
 			src, ok := t.Store.(tiles.Source)
 			if !ok {
 				http.Error(w, "this store does not publish tiles", http.StatusNotFound)
@@ -203,7 +203,7 @@ const tilesSyncEvery = 2 * time.Second
 // keepTiles keeps dir/<tenant>/ the tlog-tiles layout of st's log until
 // ctx ends. Failures are logged and retried: the directory keeps its last
 // good checkpoint meanwhile.
-func (a *app) keepTiles(ctx context.Context, st api.Store, dir string) {
+func (a *app) keepTiles(ctx context.Context, st server.Store, dir string) {
 	src, ok := st.(tiles.Source)
 	if !ok {
 		a.log.Error("serve: --tiles-dir: this store cannot publish tiles", "tenant", st.Tenant())

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/store"
 )
@@ -54,7 +54,7 @@ printed once, at creation.`,
 			if role != store.RoleReader && role != store.RoleWriter {
 				return usageErrorf("--role %q: want reader or writer", role)
 			}
-			id, secret, hash, err := api.NewToken()
+			id, secret, hash, err := server.NewToken()
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ witness that lost or rolled back its state) are printed on stderr, one
 				if err != nil {
 					return err
 				}
-				signed, err := pol.Verify(w.Note, api.PolicyLogArgs(pol, lv)...)
+				signed, err := pol.Verify(w.Note, server.PolicyLogArgs(pol, lv)...)
 				if err != nil {
 					return fmt.Errorf("the witnessed checkpoint %d does not verify with %s: %w", w.Size, policyPath, err)
 				}

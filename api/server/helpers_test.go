@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
 	"github.com/runseal/runseal/store"
@@ -26,7 +27,7 @@ type testServer struct {
 	srv   *Server
 	url   string
 	token string
-	c     *Client
+	c     *api.Client
 }
 
 type serverOpt func(*Config, *Timeouts)
@@ -79,7 +80,7 @@ func startServer(t testing.TB, opts ...serverOpt) *testServer {
 		t.Fatal(err)
 	}
 	ts := &testServer{t: t, st: st, srv: s, url: "http://" + ln.Addr().String(), token: secret}
-	ts.c, err = NewClient(ts.url, ClientOptions{Token: secret})
+	ts.c, err = api.NewClient(ts.url, api.ClientOptions{Token: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/store"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) readRecords(w http.ResponseWriter, r *http.Request, t *Tenant) 
 				bw.WriteByte(',')
 			}
 			one.Reset()
-			if err := enc.Encode(Record{Seq: rec.Seq, PrevHash: rec.PrevHash, Hash: rec.Hash, Raw: rec.Raw}); err != nil {
+			if err := enc.Encode(api.Record{Seq: rec.Seq, PrevHash: rec.PrevHash, Hash: rec.Hash, Raw: rec.Raw}); err != nil {
 				s.log.Error("serve: encoding a record after the answer began", "run", run, "seq", rec.Seq, "err", err)
 				return nil // the status is sent; the cut answer does not parse, which the client sees
 			}

@@ -1,7 +1,9 @@
-package api
+package server
 
 import (
 	"testing"
+
+	"github.com/runseal/runseal/api"
 )
 
 // FuzzDecodeStrict: no body makes the strict decoder panic, and a body it
@@ -12,11 +14,11 @@ func FuzzDecodeStrict(f *testing.F) {
 	f.Add([]byte(`{"Owner":"w"}`))
 	f.Add([]byte("{\"owner\":\"\xff\"}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var req LeaseRequest
+		var req api.LeaseRequest
 		if err := decodeStrict(b, &req); err != nil {
 			return
 		}
-		var again LeaseRequest
+		var again api.LeaseRequest
 		if err := decodeStrict(b, &again); err != nil || again != req {
 			t.Fatalf("accepted once, not twice: %v", err)
 		}

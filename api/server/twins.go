@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/lifecycle"
@@ -28,7 +29,7 @@ import (
 func storeAs[T any](t *Tenant, what string) (T, error) {
 	s, ok := t.Store.(T)
 	if !ok {
-		return s, &Error{Status: http.StatusNotImplemented, Message: "this store keeps no " + what}
+		return s, &api.Error{Status: http.StatusNotImplemented, Message: "this store keeps no " + what}
 	}
 	return s, nil
 }
@@ -98,7 +99,7 @@ func TenantTokens(ctx context.Context, ts store.TokenStore, tenant string) ([]st
 // /v1/runs/{run}/records.
 type RunStatus struct {
 	Run          store.RunID         `json:"run"`
-	Head         Head                `json:"head"`
+	Head         api.Head            `json:"head"`
 	Sealed       *store.Position     `json:"sealed"` // null: not sealed
 	Cancellation *store.Cancellation `json:"cancellation"`
 	// Witnessed is the newest witnessed checkpoint, null when none is.
@@ -108,8 +109,8 @@ type RunStatus struct {
 	// says the server checked it against the root in Witnessed's note,
 	// after checking the note's signatures against the log key and the
 	// witness policy (RFC 9162; checkpoint.Policy.Verify).
-	Inclusion         *InclusionProof `json:"inclusion"`
-	InclusionVerified bool            `json:"inclusion_verified"`
+	Inclusion         *api.InclusionProof `json:"inclusion"`
+	InclusionVerified bool                `json:"inclusion_verified"`
 	// WitnessedProblem says why the kept witnessed note does not verify
 	// (kept under an earlier policy, or damaged); "" when it does.
 	WitnessedProblem string `json:"witnessed_problem,omitempty"`
@@ -131,7 +132,7 @@ func openWitnessed(t *Tenant, wit *store.SignedCheckpoint) (checkpoint.Checkpoin
 	}
 	cp := signed.Checkpoint()
 	if cp.Size != wit.Size || cp.Root != wit.Root {
-		return cp, fmt.Errorf("the note signs size %d, root %s; kept beside it: size %d, root %s", cp.Size, EncodeHash(cp.Root), wit.Size, EncodeHash(wit.Root))
+		return cp, fmt.Errorf("the note signs size %d, root %s; kept beside it: size %d, root %s", cp.Size, api.EncodeHash(cp.Root), wit.Size, api.EncodeHash(wit.Root))
 	}
 	return cp, nil
 }
@@ -144,9 +145,9 @@ func ReadRunStatus(ctx context.Context, t *Tenant, run store.RunID, now time.Tim
 		return rs, err
 	}
 	if h.Seq == 0 {
-		return rs, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("run %s has no records in tenant %s", run, appendinput.Quote(t.Store.Tenant()))}
+		return rs, &api.Error{Status: http.StatusNotFound, Message: fmt.Sprintf("run %s has no records in tenant %s", run, appendinput.Quote(t.Store.Tenant()))}
 	}
-	rs.Head = Head{Run: run, Seq: h.Seq, Hash: h.Hash}
+	rs.Head = api.Head{Run: run, Seq: h.Seq, Hash: h.Hash}
 	lp, err := storeAs[positions](t, "log positions")
 	if err != nil {
 		return rs, err
@@ -173,7 +174,7 @@ func ReadRunStatus(ctx context.Context, t *Tenant, run store.RunID, now time.Tim
 	if err != nil || inc == nil {
 		return rs, err
 	}
-	rs.Inclusion = &InclusionProof{Run: run, Index: inc.Index, Size: inc.Size, Leaf: EncodeHash(inc.Leaf), Proof: EncodeHashes(inc.Proof)}
+	rs.Inclusion = &api.InclusionProof{Run: run, Index: inc.Index, Size: inc.Size, Leaf: api.EncodeHash(inc.Leaf), Proof: api.EncodeHashes(inc.Proof)}
 	hs := make([]log.Hash, len(inc.Proof))
 	for i, d := range inc.Proof {
 		hs[i] = d
@@ -293,7 +294,7 @@ func ReadStudy(ctx context.Context, t *Tenant, s string) (journalstore.StudyView
 	}
 	var ie *journalstore.InconsistentError
 	if errors.As(err, &ie) {
-		return v, &Error{Status: http.StatusConflict, Message: fmt.Sprintf("study %s: its records do not fold at run %s seq %d: %s", c, ie.Run, ie.Seq, ie.Detail)}
+		return v, &api.Error{Status: http.StatusConflict, Message: fmt.Sprintf("study %s: its records do not fold at run %s seq %d: %s", c, ie.Run, ie.Seq, ie.Detail)}
 	}
 	return v, err
 }

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/store"
 )
 
@@ -100,7 +101,7 @@ func TestTokenCache_RevokedTokenRefusedAfterTTL(t *testing.T) {
 		t.Fatalf("within the TTL: %v (the cache may still answer)", err)
 	}
 	clk.t = clk.t.Add(time.Millisecond)
-	if _, err := c.authenticate(ctx, ts, secret); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.authenticate(ctx, ts, secret); !errors.Is(err, api.ErrUnauthorized) {
 		t.Fatalf("a revoked token one TTL after its check: %v, want ErrUnauthorized", err)
 	}
 	// A clock that steps back does not extend an entry's life.
@@ -110,7 +111,7 @@ func TestTokenCache_RevokedTokenRefusedAfterTTL(t *testing.T) {
 	}
 	ts.RevokeToken(ctx, id2)
 	clk.t = clk.t.Add(-time.Hour)
-	if _, err := c.authenticate(ctx, ts, secret2); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.authenticate(ctx, ts, secret2); !errors.Is(err, api.ErrUnauthorized) {
 		t.Fatalf("revoked token after the clock stepped back: %v, want ErrUnauthorized", err)
 	}
 }
@@ -132,7 +133,7 @@ func TestTokenCache_WrongSecretOfCachedIDRefused(t *testing.T) {
 	}
 	forged := secret[:len(secret)-1] + alt
 	for range 2 {
-		if _, err := c.authenticate(ctx, ts, forged); !errors.Is(err, ErrUnauthorized) {
+		if _, err := c.authenticate(ctx, ts, forged); !errors.Is(err, api.ErrUnauthorized) {
 			t.Fatalf("a forged secret of a cached id: %v, want ErrUnauthorized", err)
 		}
 	}
@@ -169,7 +170,7 @@ func TestTokenCache_Off(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.RevokeToken(ctx, id)
-	if _, err := c.authenticate(ctx, ts, secret); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.authenticate(ctx, ts, secret); !errors.Is(err, api.ErrUnauthorized) {
 		t.Fatalf("with the cache off a revoked token: %v, want ErrUnauthorized", err)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/store"
 )
 
@@ -97,7 +98,7 @@ func TestRecords_HugeRecordsPageIsBounded(t *testing.T) {
 	if _, err := ts.c.Append(ctx, l.Epoch, []byte(body)); err != nil {
 		t.Fatal(err)
 	}
-	var all []Record
+	var all []api.Record
 	pages := 0
 	for from := store.Seq(1); ; pages++ {
 		p, err := ts.c.Records(ctx, run, from, 10000)
@@ -202,7 +203,7 @@ func TestAppend_RecordOverOneMiBIs413(t *testing.T) {
 	for _, n := range []int{store.MaxRecordBytes + 1, 9 << 20} {
 		body := line(run, "RunAdmitted", `"source":"api"`) + line(run, "Note", `"text":"`+strings.Repeat("x", n)+`"`)
 		_, err := ts.c.Append(ctx, l.Epoch, []byte(body))
-		if !errors.Is(err, ErrTooLarge) {
+		if !errors.Is(err, api.ErrTooLarge) {
 			t.Fatalf("record of %d bytes: %v, want 413", n, err)
 		}
 		if len(err.Error()) > 400 {

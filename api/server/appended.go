@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // through encoding/json was a fifth of the append handler's CPU under 512
 // clients (bench --http's server profile). Every member is a number, a
 // ULID (Crockford base32) or lowercase hex, so nothing needs escaping.
-func (a Appended) appendJSON(b []byte) []byte {
+func appendJSON(b []byte, a api.Appended) []byte {
 	b = append(b, `{"records":[`...)
 	for i, k := range a.Records {
 		if i > 0 {
@@ -54,8 +55,8 @@ func appendHex(b []byte, d store.Digest) []byte {
 }
 
 // writeAppended answers an append with a's JSON in one write.
-func writeAppended(w http.ResponseWriter, a Appended) {
-	b := a.appendJSON(make([]byte, 0, 32+len(a.Records)*160))
+func writeAppended(w http.ResponseWriter, a api.Appended) {
+	b := appendJSON(make([]byte, 0, 32+len(a.Records)*160), a)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/store"
 )
 
@@ -26,12 +27,12 @@ func TestAppendedJSON_SameBytesAsEncodingJSON(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		a    Appended
+		a    api.Appended
 	}{
-		{"nil", Appended{}},
-		{"empty", Appended{Records: []Ack{}}},
-		{"one", Appended{Records: []Ack{{Line: 1, Run: run, Seq: 1, Hash: h}}}},
-		{"many", Appended{Records: []Ack{{Line: 3, Run: run, Seq: 41, Hash: h}, {Line: 1 << 30, Run: store.RunID{}, Seq: 1<<62 - 1, Hash: store.Digest{}}}}},
+		{"nil", api.Appended{}},
+		{"empty", api.Appended{Records: []api.Ack{}}},
+		{"one", api.Appended{Records: []api.Ack{{Line: 1, Run: run, Seq: 1, Hash: h}}}},
+		{"many", api.Appended{Records: []api.Ack{{Line: 3, Run: run, Seq: 41, Hash: h}, {Line: 1 << 30, Run: store.RunID{}, Seq: 1<<62 - 1, Hash: store.Digest{}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var want bytes.Buffer
@@ -40,7 +41,7 @@ func TestAppendedJSON_SameBytesAsEncodingJSON(t *testing.T) {
 			if err := enc.Encode(tc.a); err != nil {
 				t.Fatal(err)
 			}
-			if got := tc.a.appendJSON(nil); !bytes.Equal(got, want.Bytes()) {
+			if got := appendJSON(nil, tc.a); !bytes.Equal(got, want.Bytes()) {
 				t.Errorf("appendJSON:\n got %s\nwant %s", got, want.Bytes())
 			}
 		})

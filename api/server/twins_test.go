@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/storetest"
@@ -77,7 +78,7 @@ func TestTwins_TokensNeverCarrySecretOrHash(t *testing.T) {
 		t.Fatalf("tokens: %d %s", code, body)
 	}
 	mine, _ := TokenID(ts.token)
-	for _, bad := range []string{ts.token, secret, id, EncodeHash(hash), store.Digest(hash).String(), `"hash"`} {
+	for _, bad := range []string{ts.token, secret, id, api.EncodeHash(hash), store.Digest(hash).String(), `"hash"`} {
 		if strings.Contains(body, bad) {
 			t.Errorf("GET /v1/tokens shows %q", bad)
 		}

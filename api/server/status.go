@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
@@ -99,7 +100,7 @@ func checkpointInfo(sc *store.SignedCheckpoint, now time.Time) *CheckpointInfo {
 	if sc == nil {
 		return nil
 	}
-	return &CheckpointInfo{Size: sc.Size, Root: EncodeHash(sc.Root), SignedAt: sc.SignedAt.UTC(),
+	return &CheckpointInfo{Size: sc.Size, Root: api.EncodeHash(sc.Root), SignedAt: sc.SignedAt.UTC(),
 		AgeSeconds: int64(now.Sub(sc.SignedAt) / time.Second), Note: string(sc.Note)}
 }
 
@@ -110,7 +111,7 @@ func ReadLogStatus(ctx context.Context, t *Tenant, now time.Time) (LogStatus, er
 	if err != nil {
 		return st, err
 	}
-	st.Size, st.Root = cur.Size, EncodeHash(cur.Root)
+	st.Size, st.Root = cur.Size, api.EncodeHash(cur.Root)
 	signed, err := t.Store.LatestCheckpoint(ctx)
 	if err != nil {
 		return st, err

@@ -1,4 +1,4 @@
-package api
+package server
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
@@ -335,7 +336,7 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.closing:
-			s.fail(w, r, &Error{Status: http.StatusServiceUnavailable, Message: "shutting down"})
+			s.fail(w, r, &api.Error{Status: http.StatusServiceUnavailable, Message: "shutting down"})
 			return
 		default:
 		}
@@ -358,10 +359,10 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 			return
 		case need == RoleAny:
 		case t.Tenant != name:
-			s.fail(w, r, &Error{Status: http.StatusForbidden, Message: fmt.Sprintf("the token is for tenant %s, not %s", appendinput.Quote(t.Tenant), appendinput.Quote(name))})
+			s.fail(w, r, &api.Error{Status: http.StatusForbidden, Message: fmt.Sprintf("the token is for tenant %s, not %s", appendinput.Quote(t.Tenant), appendinput.Quote(name))})
 			return
 		case need == RoleWriter && t.Role != store.RoleWriter:
-			s.fail(w, r, &Error{Status: http.StatusForbidden, Message: "the token's role is " + t.Role + "; this needs writer"})
+			s.fail(w, r, &api.Error{Status: http.StatusForbidden, Message: "the token's role is " + t.Role + "; this needs writer"})
 			return
 		}
 		ten := s.byName[name]
@@ -384,7 +385,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runseal"`)
 	}
-	writeJSON(w, status, ErrorBody{Error: msg, Field: field})
+	writeJSON(w, status, api.ErrorBody{Error: msg, Field: field})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -505,7 +506,7 @@ func getConsistency(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ConsistencyProof{OldSize: oldSize, NewSize: newSize, Proof: EncodeHashes(p)})
+	writeJSON(w, http.StatusOK, api.ConsistencyProof{OldSize: oldSize, NewSize: newSize, Proof: api.EncodeHashes(p)})
 	return nil
 }
 
@@ -526,7 +527,7 @@ func getInclusion(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if inc == nil {
 		return notFound("run %s has no leaf in the log below size %d", run, size)
 	}
-	writeJSON(w, http.StatusOK, InclusionProof{Run: run, Index: inc.Index, Size: inc.Size, Leaf: EncodeHash(inc.Leaf), Proof: EncodeHashes(inc.Proof)})
+	writeJSON(w, http.StatusOK, api.InclusionProof{Run: run, Index: inc.Index, Size: inc.Size, Leaf: api.EncodeHash(inc.Leaf), Proof: api.EncodeHashes(inc.Proof)})
 	return nil
 }
 
@@ -561,7 +562,7 @@ func getHead(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Head{Run: run, Seq: h.Seq, Hash: h.Hash})
+	writeJSON(w, http.StatusOK, api.Head{Run: run, Seq: h.Seq, Hash: h.Hash})
 	return nil
 }
 
@@ -574,7 +575,7 @@ func verifyRun(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Verified{Run: run, OK: true, Head: d})
+	writeJSON(w, http.StatusOK, api.Verified{Run: run, OK: true, Head: d})
 	return nil
 }
 
@@ -587,7 +588,7 @@ func getCancellation(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, CancellationState{Run: run, Cancellation: c})
+	writeJSON(w, http.StatusOK, api.CancellationState{Run: run, Cancellation: c})
 	return nil
 }
 
@@ -650,7 +651,7 @@ func writeRuns[T any](w http.ResponseWriter) func([]T, error) error {
 		if runs == nil {
 			runs = []T{}
 		}
-		writeJSON(w, http.StatusOK, Runs[T]{Runs: runs})
+		writeJSON(w, http.StatusOK, api.Runs[T]{Runs: runs})
 		return nil
 	}
 }
@@ -674,7 +675,7 @@ func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	for _, b := range batches {
 		n += len(b.Lines)
 	}
-	acks := make([]Ack, 0, n)
+	acks := make([]api.Ack, 0, n)
 	for _, b := range batches {
 		recs, err := t.Store.Append(r.Context(), store.Epoch(e), b.Appends)
 		if err != nil {
@@ -689,10 +690,10 @@ func postAppend(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 			return fmt.Errorf("%w (%s refused; %d records of earlier batches were committed)", err, b.Describe(), len(acks))
 		}
 		for i, rec := range recs {
-			acks = append(acks, Ack{Line: b.Lines[i], Run: rec.Run, Seq: rec.Seq, Hash: rec.Hash})
+			acks = append(acks, api.Ack{Line: b.Lines[i], Run: rec.Run, Seq: rec.Seq, Hash: rec.Hash})
 		}
 	}
-	writeAppended(w, Appended{Records: acks})
+	writeAppended(w, api.Appended{Records: acks})
 	return nil
 }
 
@@ -704,15 +705,15 @@ func inputError(err error) error {
 	case errors.As(err, &mbe), errors.Is(err, store.ErrRecordTooLarge):
 		return err
 	case errors.Is(err, appendinput.ErrLineTooLong):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: err.Error() + "; nothing was written"}
+		return &api.Error{Status: http.StatusRequestEntityTooLarge, Message: err.Error() + "; nothing was written"}
 	}
 	return badRequest("", "%v; nothing was written", err)
 }
 
-// ttl turns ttl_seconds into a Duration, refusing a count the store would
+// leaseTTL turns ttl_seconds into a Duration, refusing a count the store would
 // not take before multiplying: a count near 2^64/1e9 seconds would wrap
 // into a small, valid-looking TTL and be granted as something nobody asked.
-func (req LeaseRequest) ttl() (time.Duration, error) {
+func leaseTTL(req api.LeaseRequest) (time.Duration, error) {
 	if req.TTL < 1 || req.TTL > int64(store.MaxTTL/time.Second) {
 		return 0, &store.InvalidArgumentError{Field: "ttl_seconds", Detail: fmt.Sprintf("%d is not from 1 to %d", req.TTL, int64(store.MaxTTL/time.Second))}
 	}
@@ -721,8 +722,8 @@ func (req LeaseRequest) ttl() (time.Duration, error) {
 
 // leaseRequest reads the run and a strict LeaseRequest body; with owned,
 // the owner and ttl must be valid too.
-func leaseRequest(w http.ResponseWriter, r *http.Request, owned bool) (store.RunID, LeaseRequest, time.Duration, error) {
-	var req LeaseRequest
+func leaseRequest(w http.ResponseWriter, r *http.Request, owned bool) (store.RunID, api.LeaseRequest, time.Duration, error) {
+	var req api.LeaseRequest
 	run, err := runParam(r)
 	if err != nil {
 		return run, req, 0, err
@@ -736,7 +737,7 @@ func leaseRequest(w http.ResponseWriter, r *http.Request, owned bool) (store.Run
 	if err := checkText("owner", req.Owner); err != nil {
 		return run, req, 0, err
 	}
-	ttl, err := req.ttl()
+	ttl, err := leaseTTL(req)
 	return run, req, ttl, err
 }
 
@@ -774,7 +775,7 @@ func postRelease(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err := t.Store.ReleaseLease(r.Context(), run, store.Epoch(req.Epoch)); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Released{Run: run, Released: true})
+	writeJSON(w, http.StatusOK, api.Released{Run: run, Released: true})
 	return nil
 }
 
@@ -783,7 +784,7 @@ func postSeal(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	var req SealRequest
+	var req api.SealRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
@@ -794,7 +795,7 @@ func postSeal(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if t.Signer != nil {
 		t.Signer.Sealed()
 	}
-	writeJSON(w, http.StatusOK, Sealed{Run: run, Outcome: req.Outcome, Leaf: d})
+	writeJSON(w, http.StatusOK, api.Sealed{Run: run, Outcome: req.Outcome, Leaf: d})
 	return nil
 }
 
@@ -803,7 +804,7 @@ func postCancel(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	var req CancelRequest
+	var req api.CancelRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		return err
 	}
@@ -826,7 +827,7 @@ func postCancel(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Cancelled{Run: run, Created: created, Cancellation: c})
+	writeJSON(w, http.StatusOK, api.Cancelled{Run: run, Created: created, Cancellation: c})
 	return nil
 }
 
@@ -834,14 +835,14 @@ func postCancel(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 // interval, and queues it for the witnesses.
 func postCheckpoint(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	if t.Signer == nil {
-		return &Error{Status: http.StatusNotFound, Message: "this server does not sign checkpoints"}
+		return &api.Error{Status: http.StatusNotFound, Message: "this server does not sign checkpoints"}
 	}
 	sc, err := t.Signer.SignNow(r.Context())
 	if err != nil {
 		return err
 	}
 	if sc == nil {
-		return &Error{Status: http.StatusConflict, Message: "the log is empty; nothing to sign"}
+		return &api.Error{Status: http.StatusConflict, Message: "the log is empty; nothing to sign"}
 	}
 	return writeNote(w, sc.Note)
 }
