@@ -37,6 +37,9 @@ type appendReq struct {
 	keys    []string // what the append claims: its run, the admission keys of its batch
 	recs    []store.Record
 	careful bool // its group is written one statement per row
+	// ordinary: written with its run read under the lock first, not
+	// from what the store remembers of it (see known.go)
+	ordinary bool
 }
 
 // admissionKeys lists the admission keys a batch claims. Two members of
@@ -136,6 +139,9 @@ func prefixed(p string, keys []string) []string {
 // each row has its own statement so a refusal can be pinned on its member.
 func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.Member[*appendReq], error) {
 	pending := byRun(ms, func(r *appendReq) store.RunID { return r.run })
+	if plans, prev := s.knownPlans(pending); plans != nil {
+		return s.tryKnown(pending, plans, prev)
+	}
 	careful := pending[0].Req.careful
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
@@ -154,7 +160,8 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		r       *appendReq
 		plan    *appendPlan
 		refused func(int, error) error
-		first   int // index of its first statement in wb
+		first   int         // index of its first statement in wb
+		epoch   store.Epoch // its run's lease epoch, read under the lock
 	}
 	var members []member
 	for i, m := range pending {
@@ -164,7 +171,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 			m.Answer(err)
 			continue
 		}
-		members = append(members, member{m: m, r: r, plan: plan})
+		members = append(members, member{m: m, r: r, plan: plan, epoch: locks[i].lease.epoch})
 	}
 	if len(members) == 0 {
 		return nil, nil
@@ -195,6 +202,9 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	})
 	if err == nil {
 		for _, m := range members {
+			if m.epoch == m.r.epoch {
+				s.known.put(m.r.run, m.epoch, store.Head{Seq: store.Seq(m.plan.headSeq), Hash: store.Digest(m.plan.headHash)})
+			}
 			m.r.recs = m.plan.records()
 			m.m.Answer(nil)
 		}

@@ -109,6 +109,7 @@ type Store struct {
 	stopFill context.CancelFunc
 
 	maxGroup int
+	known    knownRuns // runs' state after this store's last write to them
 	appends  *groupcommit.Queue[*appendReq]
 	seals    *groupcommit.Queue[*sealReq]
 }

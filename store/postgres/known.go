@@ -1,0 +1,216 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runseal/runseal/internal/groupcommit"
+	"github.com/runseal/runseal/store"
+)
+
+// Appends to a run this store wrote last are planned from what it
+// remembers of the run (its head and lease epoch after that write) and
+// written in one round trip: BEGIN, one statement, COMMIT. The statement
+// takes each run's lease lock, as every write does, and writes a run only
+// if its lease epoch and head are still the remembered ones and it is not
+// sealed; the records are inserted for the runs it moved, nothing for the
+// others. So the memory is a guess the database checks under the lock, never
+// trusted: a run another writer moved (another process, a seal, a new
+// lease) writes nothing and its append runs again the ordinary way, which
+// reads the run under its lock and finds the refusal or the new head.
+//
+// The ordinary way (lockRuns, then the writes) costs two round trips and
+// seven statements a group, three of them probes of every run that the
+// remembered state makes needless: creating the lease row, reading the
+// run row.
+
+// knownCap bounds the remembered runs. A run forgotten costs one append
+// the ordinary way.
+const knownCap = 16384
+
+// knownRun is a run's state after this store's last write to it.
+type knownRun struct {
+	epoch store.Epoch // its lease epoch, never 0
+	head  store.Head
+}
+
+// knownRuns remembers the state of runs this store wrote last.
+type knownRuns struct {
+	mu   sync.Mutex
+	runs map[store.RunID]knownRun
+}
+
+func (k *knownRuns) get(run store.RunID) (knownRun, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r, ok := k.runs[run]
+	return r, ok
+}
+
+// put remembers a run's state after a write under lease epoch (a run never
+// leased is not remembered: its appends must see the first lease).
+func (k *knownRuns) put(run store.RunID, epoch store.Epoch, head store.Head) {
+	if epoch == 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.runs == nil {
+		k.runs = make(map[store.RunID]knownRun)
+	}
+	if _, ok := k.runs[run]; !ok && len(k.runs) >= knownCap {
+		for r := range k.runs { // an arbitrary one
+			delete(k.runs, r)
+			break
+		}
+	}
+	k.runs[run] = knownRun{epoch: epoch, head: head}
+}
+
+func (k *knownRuns) forget(run store.RunID) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.runs, run)
+}
+
+// knownPlans plans every member of pending from the remembered state of
+// its run, or returns nil when some member cannot be: its run is not
+// remembered or under another epoch, it claims an admission key (a claim
+// must be written only with its run), or its group was sent back to be
+// written the ordinary way.
+func (s *Store) knownPlans(pending []*groupcommit.Member[*appendReq]) ([]*appendPlan, []store.Head) {
+	plans := make([]*appendPlan, len(pending))
+	prev := make([]store.Head, len(pending))
+	for i, m := range pending {
+		r := m.Req
+		if r.careful || r.ordinary {
+			return nil, nil
+		}
+		k, ok := s.known.get(r.run)
+		if !ok || k.epoch != r.epoch {
+			return nil, nil
+		}
+		// A refusal decided from remembered state is not trusted: the
+		// ordinary way decides it under the lock.
+		p, err := s.planAppend(locked{lease: lease{epoch: k.epoch}, run: runState{exists: true, head: k.head}}, r.run, r.epoch, r.batch)
+		if err != nil || len(p.claims) > 0 {
+			return nil, nil
+		}
+		plans[i], prev[i] = p, k.head
+	}
+	return plans, prev
+}
+
+// tryKnown writes pending, whose plans knownPlans made, in one round trip.
+// Members whose run had moved wrote nothing and come back to be written the
+// ordinary way.
+func (s *Store) tryKnown(pending []*groupcommit.Member[*appendReq], plans []*appendPlan, prev []store.Head) ([]*groupcommit.Member[*appendReq], error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
+	defer cancel()
+	x, err := s.session(ctx)
+	if err != nil {
+		return failAll(pending, err)
+	}
+	defer x.close()
+	var runs runRows
+	var recs recordCols
+	prevSeq := make([]int64, len(plans))
+	prevHash := make([][]byte, len(plans))
+	epochs := make([]int64, len(plans))
+	for i, p := range plans {
+		runs.add(p.run.String(), p)
+		recs.add(p)
+		prevSeq[i], prevHash[i] = int64(prev[i].Seq), prev[i].Hash[:]
+		epochs[i] = int64(pending[i].Req.epoch)
+	}
+	args := append(runs.args(s.tenant), prevSeq, prevHash, epochs,
+		recs.run, recs.seq, recs.kind, recs.caseID, recs.effect, recs.prev, recs.hash, recs.raw)
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(s.q.appendKnown, args...)
+	b.Queue("commit")
+	written := make(map[string]bool, len(plans))
+	err = x.send(ctx, b, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			written[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		for _, m := range pending {
+			s.known.forget(m.Req.run)
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: whose, the careful way tells
+			for _, m := range pending {
+				m.Req.careful = true
+			}
+			return pending, nil
+		}
+		for _, m := range pending {
+			m.Req.ordinary = true
+		}
+		return failAll(pending, err)
+	}
+	var retry []*groupcommit.Member[*appendReq]
+	for i, m := range pending {
+		r := m.Req
+		if !written[r.run.String()] {
+			s.known.forget(r.run)
+			r.ordinary = true
+			retry = append(retry, m)
+			continue
+		}
+		p := plans[i]
+		s.known.put(r.run, r.epoch, store.Head{Seq: store.Seq(p.headSeq), Hash: store.Digest(p.headHash)})
+		r.recs = p.records()
+		m.Answer(nil)
+	}
+	return retry, nil
+}
+
+// send sends BEGIN, the queued statements and COMMIT (the last two queued)
+// in one pipeline, hands the results before COMMIT's to read, and reads the
+// COMMIT's. Like commit, it is not tied to ctx's cancellation once sent, a
+// server error is a definite refusal, and losing the connection after
+// sending is store.CommitUnknownError.
+func (x *session) send(ctx context.Context, b *pgx.Batch, read func(br pgx.BatchResults) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.s.commitTO)
+	defer cancel()
+	br := x.conn.SendBatch(cctx, b)
+	failure := read(br)
+	if failure != nil {
+		failure = x.classifyCommit(failure, false)
+	} else {
+		tag, err := br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = pgx.ErrTxCommitRollback
+		}
+		if err != nil {
+			failure = x.classifyCommit(err, true)
+		}
+	}
+	if cerr := br.Close(); failure == nil && cerr != nil {
+		failure = x.classifyCommit(cerr, true)
+	}
+	return failure
+}
