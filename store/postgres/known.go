@@ -116,22 +116,9 @@ func (s *Store) tryKnown(pending []*groupcommit.Member[*appendReq], plans []*app
 		return failAll(pending, err)
 	}
 	defer x.close()
-	var runs runRows
-	var recs recordCols
-	prevSeq := make([]int64, len(plans))
-	prevHash := make([][]byte, len(plans))
-	epochs := make([]int64, len(plans))
-	for i, p := range plans {
-		runs.add(p.run.String(), p)
-		recs.add(p)
-		prevSeq[i], prevHash[i] = int64(prev[i].Seq), prev[i].Hash[:]
-		epochs[i] = int64(pending[i].Req.epoch)
-	}
-	args := append(runs.args(s.tenant), prevSeq, prevHash, epochs,
-		recs.run, recs.seq, recs.kind, recs.caseID, recs.effect, recs.prev, recs.hash, recs.raw)
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(s.q.appendKnown, args...)
+	b.Queue(s.q.appendKnown, s.knownArgs(pending, plans, prev)...)
 	b.Queue("commit")
 	written := make(map[string]bool, len(plans))
 	err = x.send(ctx, b, func(br pgx.BatchResults) error {
@@ -183,6 +170,23 @@ func (s *Store) tryKnown(pending []*groupcommit.Member[*appendReq], plans []*app
 		m.Answer(nil)
 	}
 	return retry, nil
+}
+
+// knownArgs are appendKnown's arguments for pending and its plans.
+func (s *Store) knownArgs(pending []*groupcommit.Member[*appendReq], plans []*appendPlan, prev []store.Head) []any {
+	var runs runRows
+	var recs recordCols
+	prevSeq := make([]int64, len(plans))
+	prevHash := make([][]byte, len(plans))
+	epochs := make([]int64, len(plans))
+	for i, p := range plans {
+		runs.add(p.run.String(), p)
+		recs.add(p)
+		prevSeq[i], prevHash[i] = int64(prev[i].Seq), prev[i].Hash[:]
+		epochs[i] = int64(pending[i].Req.epoch)
+	}
+	return append(runs.args(s.tenant), prevSeq, prevHash, epochs,
+		recs.run, recs.seq, recs.kind, recs.caseID, recs.effect, recs.prev, recs.hash, recs.raw)
 }
 
 // send sends BEGIN, the queued statements and COMMIT (the last two queued)
