@@ -77,86 +77,94 @@ func (k *knownRuns) forget(run store.RunID) {
 	delete(k.runs, run)
 }
 
-// knownPlans plans every member of pending from the remembered state of
-// its run, or returns nil when some member cannot be: its run is not
-// remembered or under another epoch, it claims an admission key (a claim
-// must be written only with its run), or its group was sent back to be
-// written the ordinary way.
-func (s *Store) knownPlans(pending []*groupcommit.Member[*appendReq]) ([]*appendPlan, []store.Head) {
-	plans := make([]*appendPlan, len(pending))
-	prev := make([]store.Head, len(pending))
-	for i, m := range pending {
+// knownGroup is the members of a group planned from what the store
+// remembers of their runs, with the remembered heads.
+type knownGroup struct {
+	members []*groupcommit.Member[*appendReq]
+	plans   []*appendPlan
+	prev    []store.Head
+}
+
+// knownPlans plans the members of pending whose runs the store remembers,
+// and returns the rest: a member whose run is not remembered or is under
+// another epoch, that claims an admission key (a claim must be written
+// only with its run), or that was sent back to be written the ordinary way.
+func (s *Store) knownPlans(pending []*groupcommit.Member[*appendReq]) (kn knownGroup, rest []*groupcommit.Member[*appendReq]) {
+	for _, m := range pending {
 		r := m.Req
-		if r.careful || r.ordinary {
-			return nil, nil
-		}
 		k, ok := s.known.get(r.run)
-		if !ok || k.epoch != r.epoch {
-			return nil, nil
+		if r.careful || r.ordinary || !ok || k.epoch != r.epoch {
+			rest = append(rest, m)
+			continue
 		}
 		// A refusal decided from remembered state is not trusted: the
 		// ordinary way decides it under the lock.
 		p, err := s.planAppend(locked{lease: lease{epoch: k.epoch}, run: runState{exists: true, head: k.head}}, r.run, r.epoch, r.batch)
 		if err != nil || len(p.claims) > 0 {
-			return nil, nil
+			rest = append(rest, m)
+			continue
 		}
-		plans[i], prev[i] = p, k.head
+		kn.members = append(kn.members, m)
+		kn.plans = append(kn.plans, p)
+		kn.prev = append(kn.prev, k.head)
 	}
-	return plans, prev
+	return kn, rest
 }
 
-// tryKnown writes pending, whose plans knownPlans made, in one round trip.
-// Members whose run had moved wrote nothing and come back to be written the
-// ordinary way.
-func (s *Store) tryKnown(pending []*groupcommit.Member[*appendReq], plans []*appendPlan, prev []store.Head) ([]*groupcommit.Member[*appendReq], error) {
+// tryKnown writes a group of remembered members in one round trip.
+func (s *Store) tryKnown(kn knownGroup) ([]*groupcommit.Member[*appendReq], error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
 	if err != nil {
-		return failAll(pending, err)
+		return failAll(kn.members, err)
 	}
 	defer x.close()
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(s.q.appendKnown, s.knownArgs(pending, plans, prev)...)
+	b.Queue(s.q.appendKnown, s.knownArgs(kn)...)
 	b.Queue("commit")
-	written := make(map[string]bool, len(plans))
+	var written map[string]bool
 	err = x.send(ctx, b, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		rows, err := br.Query()
-		if err != nil {
+		return readRows(br, func(rows pgx.Rows) (err error) {
+			written, err = readWritten(rows)
 			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			written[id] = true
-		}
-		return rows.Err()
+		})
 	})
 	if err != nil {
-		for _, m := range pending {
-			s.known.forget(m.Req.run)
-		}
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation: whose, the careful way tells
-			for _, m := range pending {
-				m.Req.careful = true
-			}
-			return pending, nil
+		refused := errors.As(err, &pe) && pe.Code == "23505" // unique_violation: whose, the careful way tells
+		s.forgetKnown(kn, refused)
+		if refused {
+			return kn.members, nil
 		}
-		for _, m := range pending {
-			m.Req.ordinary = true
-		}
-		return failAll(pending, err)
+		return failAll(kn.members, err)
 	}
+	return s.answerKnown(kn, written), nil
+}
+
+// readWritten reads appendKnown's answer: the runs it wrote.
+func readWritten(rows pgx.Rows) (map[string]bool, error) {
+	written := make(map[string]bool)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		written[id] = true
+	}
+	return written, rows.Err()
+}
+
+// answerKnown answers the remembered members whose runs appendKnown wrote
+// (committed), and returns the others, which wrote nothing, to be written
+// the ordinary way.
+func (s *Store) answerKnown(kn knownGroup, written map[string]bool) []*groupcommit.Member[*appendReq] {
 	var retry []*groupcommit.Member[*appendReq]
-	for i, m := range pending {
+	for i, m := range kn.members {
 		r := m.Req
 		if !written[r.run.String()] {
 			s.known.forget(r.run)
@@ -164,26 +172,39 @@ func (s *Store) tryKnown(pending []*groupcommit.Member[*appendReq], plans []*app
 			retry = append(retry, m)
 			continue
 		}
-		p := plans[i]
+		p := kn.plans[i]
 		s.known.put(r.run, r.epoch, store.Head{Seq: store.Seq(p.headSeq), Hash: store.Digest(p.headHash)})
 		r.recs = p.records()
 		m.Answer(nil)
 	}
-	return retry, nil
+	return retry
 }
 
-// knownArgs are appendKnown's arguments for pending and its plans.
-func (s *Store) knownArgs(pending []*groupcommit.Member[*appendReq], plans []*appendPlan, prev []store.Head) []any {
+// forgetKnown drops what the store remembers of a group whose transaction
+// failed, and sends its members the ordinary way; refused (a uniqueness
+// refusal, whose member is not known) the careful way.
+func (s *Store) forgetKnown(kn knownGroup, refused bool) {
+	for _, m := range kn.members {
+		s.known.forget(m.Req.run)
+		if refused {
+			m.Req.careful = true
+		} else {
+			m.Req.ordinary = true
+		}
+	}
+}
+
+// knownArgs are appendKnown's arguments for a group.
+func (s *Store) knownArgs(kn knownGroup) []any {
 	var runs runRows
 	var recs recordCols
-	prevSeq := make([]int64, len(plans))
-	prevHash := make([][]byte, len(plans))
-	epochs := make([]int64, len(plans))
-	for i, p := range plans {
+	n := len(kn.plans)
+	prevSeq, prevHash, epochs := make([]int64, n), make([][]byte, n), make([]int64, n)
+	for i, p := range kn.plans {
 		runs.add(p.run.String(), p)
 		recs.add(p)
-		prevSeq[i], prevHash[i] = int64(prev[i].Seq), prev[i].Hash[:]
-		epochs[i] = int64(pending[i].Req.epoch)
+		prevSeq[i], prevHash[i] = int64(kn.prev[i].Seq), kn.prev[i].Hash[:]
+		epochs[i] = int64(kn.members[i].Req.epoch)
 	}
 	return append(runs.args(s.tenant), prevSeq, prevHash, epochs,
 		recs.run, recs.seq, recs.kind, recs.caseID, recs.effect, recs.prev, recs.hash, recs.raw)

@@ -150,3 +150,87 @@ func TestAppendKnown_DuplicateEffect(t *testing.T) {
 		t.Fatalf("bystander's head %+v, %v; want 2", h, err)
 	}
 }
+
+// TestAppendKnown_GroupWithNewAndMovedRuns: one group holds an append to a
+// remembered run, one to a run never written and one to a remembered run
+// another process moved. Each lands on its real head: the remembered one
+// beside the ordinary writes in one transaction, the moved one again the
+// ordinary way.
+func TestAppendKnown_GroupWithNewAndMovedRuns(t *testing.T) {
+	ctx := context.Background()
+	a := openStore(t, Options{Committers: 1})
+	b := openStore(t, Options{Tenant: a.Tenant()})
+	epochs := map[store.RunID]store.Epoch{}
+	start := func(first bool) store.RunID {
+		run := store.NewRunID()
+		l, err := a.Acquire(ctx, run, "a", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[run] = l.Epoch
+		if first {
+			if _, err := a.Append(ctx, l.Epoch, []store.Append{note(run, "first")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return run
+	}
+	blocker, known, moved, fresh := start(true), start(true), start(true), start(false)
+	if _, err := b.Append(ctx, epochs[moved], []store.Append{note(moved, "elsewhere")}); err != nil {
+		t.Fatal(err)
+	}
+	// Stall the one committer on blocker's lock while the three queue.
+	tx, err := testPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM runseal_test.leases WHERE tenant = $1 AND run = $2 FOR UPDATE`, a.Tenant(), blocker.String()); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		run  store.RunID
+		recs []store.Record
+		err  error
+	}
+	results := make(chan result, 4)
+	appendTo := func(run store.RunID) {
+		recs, err := a.Append(ctx, epochs[run], []store.Append{note(run, "grouped")})
+		results <- result{run, recs, err}
+	}
+	go appendTo(blocker)
+	waitFor(t, func() bool { return a.appends.Waiting() == 0 })
+	for _, run := range []store.RunID{known, moved, fresh} {
+		go appendTo(run)
+	}
+	waitFor(t, func() bool { return a.appends.Waiting() == 3 })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[store.RunID]store.Seq{blocker: 2, known: 2, moved: 3, fresh: 1}
+	for range 4 {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("append to %s: %v", r.run, r.err)
+		}
+		if r.recs[0].Seq != want[r.run] {
+			t.Errorf("append to %s got seq %d, want %d", r.run, r.recs[0].Seq, want[r.run])
+		}
+		if _, err := a.Verify(ctx, r.run); err != nil {
+			t.Errorf("chain of %s: %v", r.run, err)
+		}
+	}
+	for run, seq := range want {
+		if k, ok := a.known.get(run); !ok || k.head.Seq != seq {
+			t.Errorf("remembered %+v, %v for %s; want head %d", k, ok, run, seq)
+		}
+	}
+}
+
+// waitFor polls cond until it holds (the test's deadline bounds it).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		time.Sleep(time.Millisecond)
+	}
+}
