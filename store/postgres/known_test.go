@@ -198,8 +198,17 @@ func TestAppendKnown_GroupWithNewAndMovedRuns(t *testing.T) {
 		recs, err := a.Append(ctx, epochs[run], []store.Append{note(run, "grouped")})
 		results <- result{run, recs, err}
 	}
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	go appendTo(blocker)
-	waitFor(t, func() bool { return a.appends.Waiting() == 0 })
+	// The committer has taken blocker's append, alone, once it waits for the lock.
+	waitFor(t, func() bool {
+		var n int
+		err := testPool(t).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
+		return err == nil && n > 0
+	})
 	for _, run := range []store.RunID{known, moved, fresh} {
 		go appendTo(run)
 	}
