@@ -150,9 +150,15 @@ func (c *NodeCache) StopFill() {
 	<-c.filled
 }
 
+// CacheNothing, as the bound of a [NodeCache] (or a store's NodeCacheBytes
+// option), keeps no node and passes every read through: for a command that
+// reads the log once, a cache it would pay to fill is never used again.
+const CacheNothing int64 = -1
+
 // NewNodeCache returns an empty cache that holds at most maxBytes of
 // hashes (and their presence bits; the few slice headers are not counted).
-// Below one chunk (8 KiB) it keeps nothing and passes every read through.
+// Below one chunk (8 KiB), [CacheNothing] included, it keeps nothing and
+// passes every read through.
 func NewNodeCache(maxBytes int64) *NodeCache {
 	return &NodeCache{maxBytes: maxBytes}
 }

@@ -301,3 +301,40 @@ func TestNodeCache_StopFillOutlivesNoFill(t *testing.T) {
 		t.Fatal("a fill started after StopFill")
 	}
 }
+
+// TestNodeCache_CacheNothingReadsThrough: a one-pass command (journal
+// export) opens its store with CacheNothing; the cache must then read no
+// range to fill, keep no node, and answer every read from the store, the
+// same answers the store gives.
+func TestNodeCache_CacheNothingReadsThrough(t *testing.T) {
+	ctx := context.Background()
+	const size = 3000
+	s := buildStore(t, leafValues(size))
+	ranges := 0
+	read := func(ctx context.Context, level uint, start, end uint64) ([]Hash, error) {
+		ranges++
+		return nil, errors.New("CacheNothing filled a range")
+	}
+	c := NewNodeCache(CacheNothing)
+	if err := c.Fill(ctx, read, size); err != nil || ranges != 0 {
+		t.Fatalf("Fill: %v after %d range reads, want none", err, ranges)
+	}
+	<-c.FillInBackground(ctx, read, size)
+	lr := &levelRecorder{r: s}
+	want, err := Root(ctx, s, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass := 0; pass < 2; pass++ {
+		got, err := Root(ctx, c.Reader(lr, size), size)
+		if err != nil || got != want {
+			t.Fatalf("pass %d: root %x, %v; want %x", pass, got, err, want)
+		}
+	}
+	if st := c.Stats(); st.Bytes != 0 || st.Hits != 0 || ranges != 0 {
+		t.Errorf("after two root reads: %+v and %d range reads, want nothing kept or filled", st, ranges)
+	}
+	if len(lr.ids) == 0 {
+		t.Error("no read reached the store")
+	}
+}

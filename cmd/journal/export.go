@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/log"
 )
 
 func (a *app) exportCmd() *cobra.Command {
@@ -89,7 +90,7 @@ export carries no signature: it is for "journal restore", not for auditors.`,
 // peak RSS and 3.9 CPU seconds with it, 94 MiB and 2.5 s without.
 func (a *app) nodeCacheBytes() int64 {
 	if a.onePass {
-		return 1 // below the stores' smallest cache (8 KiB): nothing is cached
+		return log.CacheNothing
 	}
 	return 0 // the store's default
 }

@@ -83,7 +83,7 @@ type Options struct {
 	Logger *slog.Logger
 	// NodeCacheBytes bounds the in-memory cache of upper log nodes, which
 	// proofs and roots read first: DefaultNodeCacheBytes when zero; below
-	// 8 KiB nothing is cached.
+	// 8 KiB (log.CacheNothing) nothing is cached.
 	NodeCacheBytes int64
 }
 

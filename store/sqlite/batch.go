@@ -45,7 +45,7 @@ type batchRun struct {
 	outcome sql.NullString // a conclusion written by this batch
 	ordRec  int            // index in recs of that conclusion's record
 	wait    *store.Suspension
-	effects map[store.Digest]bool // effect keys this batch starts
+	effects map[store.Digest]bool // effect keys this batch starts; nil until one does
 	// The row's activity time and whether it records a wait, as read:
 	// what upsertRuns needs to know an append leaves them as they are.
 	activeAt sql.NullInt64
@@ -97,10 +97,14 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 	}
 	now := s.now()
 	refusals := make([]error, len(reqs))
-	var recs []store.Prepared
-	var recRuns []string               // each record's run, as text
+	n := 0 // the records of the batch, at least (AppendBulk's parsed counts one)
+	for _, r := range reqs {
+		n += max(len(r.batch), 1)
+	}
+	recs := make([]store.Prepared, 0, n)
+	recRuns := make([]string, 0, n)    // each record's run, as text
 	claims := map[string]store.RunID{} // admission keys this batch claims
-	var touched []*batchRun
+	touched := make([]*batchRun, 0, len(runs))
 	for i, r := range reqs {
 		br := runs[r.run]
 		prepared, err := s.decideAppend(ctx, tx, r, br, claims)
@@ -117,6 +121,9 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 		}
 		for _, p := range prepared {
 			if p.Kind == store.KindEffectStarted {
+				if br.effects == nil {
+					br.effects = map[store.Digest]bool{}
+				}
 				br.effects[*p.EffectKey] = true
 			}
 			if a := p.Facts.Admission; a != nil {
@@ -205,19 +212,23 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 }
 
 // loadBatchRuns reads, in one query, the state and lease epoch of every run
-// the batch appends to.
+// the batch appends to. A row names its run by its index in the JSON array
+// asked for, which is checked against the run's text.
 func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq) (map[store.RunID]*batchRun, error) {
 	runs := make(map[store.RunID]*batchRun, len(reqs))
-	list := []byte{'['}
+	order := make([]batchRun, 0, len(reqs)) // one allocation for every run's state
+	list := make([]byte, 1, 2+len(reqs)*29) // "26 characters",
+	list[0] = '['
 	for _, r := range reqs {
 		if runs[r.run] != nil {
 			continue
 		}
-		runs[r.run] = &batchRun{run: r.run, runText: r.run.String(), effects: map[store.Digest]bool{}}
+		order = append(order, batchRun{run: r.run, runText: r.run.String()})
+		runs[r.run] = &order[len(order)-1]
 		if len(list) > 1 {
 			list = append(list, ',')
 		}
-		list = append(append(append(list, '"'), runs[r.run].runText...), '"') // a run id needs no escaping
+		list = append(append(append(list, '"'), order[len(order)-1].runText...), '"') // a run id needs no escaping
 	}
 	list = append(list, ']')
 	var rows *sql.Rows
@@ -232,31 +243,26 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var runText string
-		var seq, epoch sql.NullInt64
-		var hash []byte
-		var st runState
-		var activeAt sql.NullInt64
+		var at int64
+		var runText, hash sql.RawBytes
+		var seq, epoch, activeAt sql.NullInt64
+		var outcome, sealed sql.NullString
 		var waiting sql.NullBool
-		if err := rows.Scan(&runText, &seq, &hash, &st.outcome, &st.sealedOutcome, &epoch, &activeAt, &waiting); err != nil {
+		if err := rows.Scan(&at, &runText, &seq, &hash, &outcome, &sealed, &epoch, &activeAt, &waiting); err != nil {
 			return nil, fmt.Errorf("read runs: %w", err)
 		}
-		run, err := store.ParseRunID(runText)
-		if err != nil {
-			return nil, fmt.Errorf("read runs: %w", err)
+		if at < 0 || at >= int64(len(order)) || string(runText) != order[at].runText {
+			return nil, fmt.Errorf("read runs: unasked run %.40q", runText)
 		}
-		br := runs[run]
-		if br == nil {
-			return nil, fmt.Errorf("read runs: unasked run %s", run)
-		}
+		br := &order[at]
+		br.st = runState{outcome: outcome, sealedOutcome: sealed}
 		if seq.Valid {
 			if len(hash) != 32 || seq.Int64 < 1 {
-				return nil, &store.CorruptError{Run: run, Detail: "run head row is malformed"}
+				return nil, &store.CorruptError{Run: br.run, Detail: "run head row is malformed"}
 			}
-			st.exists = true
-			st.head = store.Head{Seq: store.Seq(seq.Int64), Hash: store.Digest(hash)}
+			br.st.exists = true
+			br.st.head = store.Head{Seq: store.Seq(seq.Int64), Hash: store.Digest(hash)}
 		}
-		br.st = st
 		br.activeAt, br.waiting = activeAt, waiting.Valid && waiting.Bool
 		if epoch.Valid {
 			br.leased, br.epoch = true, store.Epoch(epoch.Int64)

@@ -281,3 +281,34 @@ func TestAppendAtomic_OneKeyPerAppend(t *testing.T) {
 		t.Fatalf("key rows %d+%d for %d records (covered %d, not once %d); want 1 row covering 16", cold, hot, records, covered, notOnce)
 	}
 }
+
+// TestKeysMerge_HotCountSurvivesReopen: the writer's count of hot keys,
+// which says when to merge, starts from the table when a file is opened.
+// Were it to start at 0, every reopen would let up to mergeKeysAt-1 more
+// keys gather in record_keys_hot before a merge, and a process reopened
+// often would keep a hot table many times the size each commit is meant
+// to rewrite.
+func TestKeysMerge_HotCountSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	run := store.NewRunID()
+	const at = 4
+	for i := range at - 1 {
+		s := open(t, path, Options{mergeKeysAt: at})
+		if _, err := s.Append(ctx, 1, []store.Append{note(run, fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	if cold, hot, _, _, _ := keyCounts(t, path); cold != 0 || hot != at-1 {
+		t.Fatalf("before the merge: %d cold, %d hot keys, want 0 and %d", cold, hot, at-1)
+	}
+	s := open(t, path, Options{mergeKeysAt: at})
+	if _, err := s.Append(ctx, 1, []store.Append{note(run, "due")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != at || hot != 0 || covered != records || notOnce != 0 {
+		t.Fatalf("the append that brought the hot keys to %d left %d cold and %d hot keys (%d of %d records covered, %d not once): the count restarted on reopen", at, cold, hot, covered, records, notOnce)
+	}
+}

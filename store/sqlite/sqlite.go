@@ -65,7 +65,7 @@ type Options struct {
 	Logger *slog.Logger
 	// NodeCacheBytes bounds each tenant's in-memory cache of upper log
 	// nodes, which proofs and roots read first: DefaultNodeCacheBytes when
-	// zero; below 8 KiB nothing is cached.
+	// zero; below 8 KiB (log.CacheNothing) nothing is cached.
 	NodeCacheBytes int64
 
 	// PipelineFlush overlaps the fsync of one group's commit with the
@@ -207,16 +207,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.mergeAt = opts.mergeKeysAt; s.mergeAt <= 0 {
 		s.mergeAt = mergeKeysAt
 	}
-	if err := s.prepareHot(ctx); err != nil {
+	// The count of hot keys goes on from the table's: from 0, each reopen
+	// would let up to mergeAt-1 more keys gather before the next merge.
+	err = wdb.QueryRowContext(ctx, qCountHotKey).Scan(&s.hotKeys)
+	if err == nil {
+		err = s.prepareHot(ctx)
+	}
+	if err != nil {
 		rdb.Close()
 		if ws != nil {
 			ws.close()
 		}
 		wdb.Close()
-		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	}
-	if err := wdb.QueryRowContext(ctx, qCountHotKey).Scan(&s.hotKeys); err != nil {
-		s.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	s.startWriter(opts.MaxGroup, !opts.oneByOne)

@@ -50,8 +50,8 @@ var (
 	qAdvanceHeads = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES ` +
 		repeatRows("(?,?,?,?)", rowsPerStmt) + `) AS v WHERE runs.tenant = v.column1 AND runs.run = v.column2`
 	// qLoadRuns reads the state and lease of the runs named in a JSON
-	// array, in one statement.
-	qLoadRuns = `SELECT q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch, r.active_at, r.wait_awaiting IS NOT NULL FROM json_each(?) q
+	// array, in one statement, each row led by its run's index in the array.
+	qLoadRuns = `SELECT q.key, q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch, r.active_at, r.wait_awaiting IS NOT NULL FROM json_each(?) q
 		LEFT JOIN runs r ON r.tenant=? AND r.run=q.value
 		LEFT JOIN leases l ON l.tenant=? AND l.run=q.value`
 )
