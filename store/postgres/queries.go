@@ -67,6 +67,15 @@ func runByID(cols, id, and string) string {
 	return `(SELECT ` + cols + ` FROM {S}.runs WHERE tenant = $1 AND run >= ` + id + ` AND run <= ` + id + and + ` ORDER BY run LIMIT 1)`
 }
 
+// runsFromU is the SET clause of a multi-row update of run rows r from
+// the unnested arrays u (updateRuns, appendKnown).
+const runsFromU = `SET head_seq = u.seq, head_hash = u.hash,
+				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
+				source = coalesce(u.source, r.source),
+				outcome = coalesce(u.outcome, r.outcome),
+				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
+				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until`
+
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{S}", s, "{Sq}", strings.ReplaceAll(s, "'", "''"))
@@ -103,12 +112,7 @@ func newQueries(schema string) queries {
 				CASE WHEN u.outcome IS NULL THEN NULL ELSE nextval('{Sq}.outcome_ord') END, u.awaiting, u.event, u.until
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until)`),
-		updateRuns: f(`UPDATE {S}.runs AS r SET head_seq = u.seq, head_hash = u.hash,
-				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
-				source = coalesce(u.source, r.source),
-				outcome = coalesce(u.outcome, r.outcome),
-				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
-				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until
+		updateRuns: f(`UPDATE {S}.runs AS r ` + runsFromU + `
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until)
 				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "") + ` k
@@ -124,12 +128,7 @@ func newQueries(schema string) queries {
 				SELECT l.run FROM unnest($2::text[], $12::bigint[]) AS u(run, epoch)
 					CROSS JOIN LATERAL (SELECT run, epoch FROM {S}.leases WHERE tenant = $1 AND run = u.run FOR UPDATE) l
 				WHERE l.epoch = u.epoch),
-			up AS (UPDATE {S}.runs AS r SET head_seq = u.seq, head_hash = u.hash,
-				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
-				source = coalesce(u.source, r.source),
-				outcome = coalesce(u.outcome, r.outcome),
-				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
-				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until
+			up AS (UPDATE {S}.runs AS r ` + runsFromU + `
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bytea[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until, prev_seq, prev_hash)
 				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "sealed_outcome IS NULL AND head_seq = u.prev_seq AND head_hash = u.prev_hash") + ` k
