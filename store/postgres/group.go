@@ -201,13 +201,14 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	knownAt := -1
 	var written map[string]bool
 	if len(kn.members) > 0 {
+		wb.Queue(genericPlan)
 		knownAt = len(wb.QueuedQueries)
 		wb.Queue(s.q.appendKnown, s.knownArgs(kn)...)
 	}
 	culprit, refusedByServer, knownRefused := -1, false, false
 	err = x.commitReading(ctx, wb, func(i int, err error) error {
 		refusedByServer = true
-		if knownAt >= 0 && i >= knownAt {
+		if knownAt >= 0 && i >= knownAt-1 {
 			knownRefused = true
 			return nil
 		}
