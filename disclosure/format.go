@@ -71,14 +71,49 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 	return decodeRecordBodyCached(raw, nil)
 }
 
-// bodyCache remembers the last run id and kind decoded, so that the records
-// of one run, which repeat them, are decoded without parsing the id again
-// or allocating either string. It changes no result.
+// bodyCache remembers the last run id and case id decoded and the last few
+// kinds, so that the records of one run, which repeat them, are decoded
+// without parsing an id again or allocating its string. A value is taken
+// from it only for the very bytes it was decoded and checked from. It
+// changes no result.
 type bodyCache struct {
-	runText [26]byte
-	run     store.RunID
-	haveRun bool
-	kind    string
+	runText  [26]byte
+	run      store.RunID
+	haveRun  bool
+	caseText [26]byte
+	caseID   store.CaseID
+	haveCase bool
+	kinds    [4]string // valid kinds, most recently added at kinds[next-1]
+	next     int
+	// concluded are the fields of the last RunConcluded record whose
+	// fields store.ReadFacts accepted, and concludedFacts what it read
+	// from them: a function of the kind and those bytes alone, and Facts
+	// of that kind hold no pointer a caller could share. Most runs end in
+	// one of a few outcomes, so this spares parsing the fields into a tree.
+	concluded      []byte
+	concludedFacts store.Facts
+}
+
+// maxConcludedMemo bounds the RunConcluded fields bodyCache keeps.
+const maxConcludedMemo = 256
+
+// kind returns the cached kind spelled v (a JSON string with its quotes).
+func (c *bodyCache) kind(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	for _, k := range c.kinds {
+		if k != "" && string(v[1:len(v)-1]) == k {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// addKind remembers a valid kind, forgetting the oldest.
+func (c *bodyCache) addKind(k string) {
+	c.kinds[c.next] = k
+	c.next = (c.next + 1) % len(c.kinds)
 }
 
 // decodeRecordBodyCached is decodeRecordBody with a cache (nil: none).
@@ -150,12 +185,19 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 			b.Run = r
 		case "case":
 			seen[0] = true
-			s := bodyString(v, "case", fail)
-			c, err := store.ParseCaseID(s)
-			if err != nil || c.String() != s || c.IsZero() {
-				fail("case %q is not a bare, non-zero ULID", s)
+			if c != nil && c.haveCase && len(v) == 28 && v[0] == '"' && bytes.Equal(v[1:27], c.caseText[:]) {
+				b.Case = c.caseID
+				return
 			}
-			b.Case = c
+			s := bodyString(v, "case", fail)
+			id, err := store.ParseCaseID(s)
+			if err != nil || id.String() != s || id.IsZero() {
+				fail("case %q is not a bare, non-zero ULID", s)
+			} else if c != nil {
+				copy(c.caseText[:], s)
+				c.caseID, c.haveCase = id, true
+			}
+			b.Case = id
 		case "phase":
 			seen[4] = true
 			if s := bodyString(v, "phase", fail); s != string(store.Compensating) {
@@ -171,15 +213,17 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 			b.EffectKey = &d
 		case "kind":
 			seen[3] = true
-			if c != nil && c.kind != "" && len(v) >= 2 && v[0] == '"' && string(v[1:len(v)-1]) == c.kind {
-				b.Kind = c.kind
-				return
+			if c != nil {
+				if k, ok := c.kind(v); ok {
+					b.Kind = k
+					return
+				}
 			}
 			s := bodyString(v, "kind", fail)
 			if !validKind(s) {
 				fail("kind %q is not 1 to 64 characters of [A-Za-z0-9_.-]", s)
 			} else if c != nil {
-				c.kind = s
+				c.addKind(s)
 			}
 			b.Kind = s
 		}
@@ -226,9 +270,15 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 	} else if full, err = store.DecodeBody(raw); err != nil {
 		return store.Body{}, store.Facts{}, false, err
 	}
+	if c != nil && full.Kind == store.KindRunConcluded && c.concluded != nil && bytes.Equal(full.Fields, c.concluded) {
+		return full, c.concludedFacts, relevant, nil
+	}
 	f, err := store.ReadFacts(full)
 	if err != nil {
 		return store.Body{}, store.Facts{}, false, fmt.Errorf("record body: %w", err)
+	}
+	if c != nil && full.Kind == store.KindRunConcluded && len(full.Fields) <= maxConcludedMemo {
+		c.concluded, c.concludedFacts = append(c.concluded[:0], full.Fields...), f
 	}
 	return full, f, relevant, nil
 }
@@ -514,8 +564,10 @@ func parseRunBlock(line []byte, kind string, withProof bool, blk *runBlock) erro
 
 // isRunBlock reports whether a line starts like a run block of kind.
 func isRunBlock(line []byte, kind string) bool {
+	const open, after = `{"kind":"`, `","records":`
 	return bytes.HasPrefix(line, []byte(`{"index":`)) ||
-		(bytes.HasPrefix(line, []byte(`{"kind":"`)) && bytes.HasPrefix(line[9:], []byte(kind+`","records":`)))
+		(bytes.HasPrefix(line, []byte(open)) && bytes.HasPrefix(line[len(open):], []byte(kind)) &&
+			bytes.HasPrefix(line[len(open)+len(kind):], []byte(after)))
 }
 
 // parseRecordLine parses a record line (without its newline) and returns

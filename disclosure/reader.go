@@ -208,10 +208,10 @@ type chunk struct {
 	lineStart bool       // b[0] starts a line
 	ex        []examined // the record lines found whole in b[:n], in order
 	// With an examiner: scanned is closed once ex holds every record line
-	// (their bodies not yet checked), checked once their bodies are, and
-	// digested once the chunk was added to the file's digest and the
-	// chained lines' chain hashes are set; nil without one.
-	scanned, checked, digested chan struct{}
+	// (their bodies not yet checked), checked once their bodies are; nil
+	// without one. A chunk is handed to the consumer once the digest
+	// goroutine added it to the file's digest and set its chain hashes.
+	scanned, checked chan struct{}
 }
 
 // aheadChunkSize is small enough that the chunks in flight stay in the
@@ -276,7 +276,7 @@ func (a *aheadReader) produce(r io.Reader) {
 			lineStart = c.b[n-1] == '\n'
 		}
 		if a.work != nil {
-			c.scanned, c.checked, c.digested = make(chan struct{}), make(chan struct{}), make(chan struct{})
+			c.scanned, c.checked = make(chan struct{}), make(chan struct{})
 			// Neither send blocks: each channel holds every chunk. The
 			// digest goroutine hands the chunk to the consumer.
 			a.work <- c
@@ -322,7 +322,6 @@ func (a *aheadReader) digest(w *worker) {
 		w.chainAll(jobs[a.fileSum.WriteWith(b, jobs):])
 		clear(jobs) // the jobs point into b and ex
 		w.jobs = jobs[:0]
-		close(c.digested)
 		a.full <- c // never blocks: it holds every chunk
 	}
 }
@@ -414,10 +413,12 @@ func (a *aheadReader) close() {
 
 // chunkPool keeps read-ahead chunks between verifications: a test suite or
 // a server verifying many small packages should not allocate megabytes each.
-// Each holds room for as many record lines as a chunk can: memory does not
-// grow with the lines' lengths as the chunks go round.
+// A chunk's record lines grow to what its lines need, at most
+// aheadChunkSize/minRecordLine+1 of them, and keep that room as the chunks
+// go round: typical records of a kilobyte need a twelfth of the worst
+// case, and the garbage collector scans and the kernel maps only that.
 var chunkPool = sync.Pool{New: func() any {
-	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, aheadChunkSize/minRecordLine+1)}
+	return &chunk{b: make([]byte, aheadChunkSize), ex: make([]examined, 0, 64)}
 }}
 
 // minRecordLine is the length of the shortest line parseRecordLine

@@ -240,7 +240,10 @@ func selectionDigest(sel Selection) store.Digest {
 // (its line feed included). The records are bound through their chain head,
 // so the digest costs one hash of a short line per block, not a second pass
 // over the records.
-type blockDigest struct{ h hash.Hash }
+type blockDigest struct {
+	h   hash.Hash
+	buf [sha256.Size]byte // what head and line write, kept here: a slice of a local escapes through h
+}
 
 func newBlockDigest() *blockDigest { return &blockDigest{h: sha256.New()} }
 
@@ -248,11 +251,15 @@ func newBlockDigest() *blockDigest { return &blockDigest{h: sha256.New()} }
 func (d *blockDigest) line(line []byte, nl bool) {
 	d.h.Write(line)
 	if !nl {
-		d.h.Write([]byte{'\n'})
+		d.buf[0] = '\n'
+		d.h.Write(d.buf[:1])
 	}
 }
 
-func (d *blockDigest) head(h store.Digest) { d.h.Write(h[:]) }
+func (d *blockDigest) head(h store.Digest) {
+	copy(d.buf[:], h[:])
+	d.h.Write(d.buf[:len(h)])
+}
 
 func (d *blockDigest) sum() (s store.Digest) {
 	d.h.Sum(s[:0])

@@ -86,6 +86,7 @@ type benchOptions struct {
 	restorePG     string // --restore-postgres DSN
 	proofsPG      string // --proofs-postgres DSN (bench_proofs.go)
 	proofSamples  int    // proofs of each kind per pass (hidden; tests use few)
+	proofServed   int    // inclusion proofs served before the measured pass (bench_proofs.go)
 	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
 	rounds        int    // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
 }
@@ -150,7 +151,10 @@ tenant proofsN of schema runseal_bench_proofs of that database (or reused,
 root-checked, if an earlier run with --keep left it) and measured the same
 way, printed after the SQLite figures; the schema is dropped unless --keep.
 Beside each, the ceiling: the store's cheapest statement (the log's size),
-one round trip, timed alternately with the proofs.
+one round trip, timed alternately with the proofs. Before the second pass the
+store serves --proofs-served inclusion proofs of other runs (unmeasured), so
+that its buffers are in the state a long-running server keeps, not the one its
+node cache's fill just left.
 
 --restore N writes an export of N sealed runs (two records each), restores it
 into a new SQLite journal, exports that, and restores the export into another
@@ -196,6 +200,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.proofSamples < 1 {
 				return usageErrorf("--proof-samples must be positive")
 			}
+			if o.proofServed < 0 {
+				return usageErrorf("--proofs-served must not be negative")
+			}
 			if o.proofsPG != "" && o.proofs == 0 {
 				return usageErrorf("--proofs-postgres needs --proofs N")
 			}
@@ -223,6 +230,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	f.IntVar(&o.proofs, "proofs", 0, "also measure proofs from a log of this many sealed runs (0: skip)")
 	f.IntVar(&o.proofSamples, "proof-samples", proofSamples, "with --proofs, proofs of each kind per pass")
 	_ = f.MarkHidden("proof-samples")
+	f.IntVar(&o.proofServed, "proofs-served", proofsServed, "with --proofs, inclusion proofs of other runs served unmeasured before the second pass, as a long-running server has")
 	f.StringVar(&o.proofsPG, "proofs-postgres", "", "with --proofs, also measure them on a tenant of this PostgreSQL database")
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.pipelined, "pipelined", false, "also measure the journal with its WAL flush pipelined (sqlite.Options.PipelineFlush), beside the batched ceiling; not judged")
@@ -305,7 +313,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	if o.proofs > 0 {
 		progress("proofs from a log of %d sealed runs", o.proofs)
-		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofsPG, o.keep); err != nil {
+		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofServed, o.proofsPG, o.keep); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runseal/runseal/internal/benchappend"
 	"github.com/runseal/runseal/internal/benchjournal"
@@ -21,6 +22,12 @@ import (
 
 // proofSamples is how many proofs of each kind --proofs measures per pass.
 const proofSamples = 2000
+
+// proofsServed is how many inclusion proofs of other runs --proofs has the
+// store serve, unmeasured, before the second pass (ProofOptions.Served):
+// at 10^6 runs, 20,000 proofs touch about three quarters of the leaf pages
+// of the indexes a proof reads, and PostgreSQL's buffers settle.
+const proofsServed = 20000
 
 // proofsReport is the --proofs part of "journal bench --json".
 type proofsReport struct {
@@ -49,7 +56,8 @@ const proofsSchema = "runseal_bench_proofs"
 // benchProofs builds a journal of n sealed runs in dir with the bulk path
 // and measures proofs from it through the store; with a pgDSN, the same
 // on a PostgreSQL tenant after.
-func benchProofs(ctx context.Context, dir string, n, k int, pgDSN string, keep bool) (*proofsReport, error) {
+func benchProofs(ctx context.Context, dir string, n, k, served int, pgDSN string, keep bool) (*proofsReport, error) {
+	o := benchjournal.ProofOptions{Samples: k, Served: served}
 	path := filepath.Join(dir, fmt.Sprintf("proofs-%d.db", n))
 	defer benchappend.RemoveDB(path)
 	start := time.Now()
@@ -63,27 +71,41 @@ func benchProofs(ctx context.Context, dir string, n, k int, pgDSN string, keep b
 		return nil, err
 	}
 	defer s.Close()
-	rep, err := measureProofs(ctx, s, runs, tree, n, k, build)
+	rep, err := measureProofs(ctx, s, runs, tree, n, o, build)
 	if err != nil || pgDSN == "" {
 		return rep, err
 	}
-	rep.Postgres, err = benchProofsPostgres(ctx, pgDSN, n, k, keep)
+	rep.Postgres, err = benchProofsPostgres(ctx, pgDSN, n, o, keep)
 	return rep, err
 }
 
 // benchProofsPostgres builds the same log in tenant proofs<n> of schema
 // proofsSchema, or reuses it if a kept earlier run built it there (its
 // root is checked), measures, and drops the schema unless keep.
-func benchProofsPostgres(ctx context.Context, dsn string, n, k int, keep bool) (*proofsReport, error) {
+func benchProofsPostgres(ctx context.Context, dsn string, n int, o benchjournal.ProofOptions, keep bool) (*proofsReport, error) {
 	schema := proofsSchema
 	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SCHEMA"); v != "" {
 		schema = v
 	}
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), Logger: quietLogger()})
+	// The pool traces its statements, so that the report can say where
+	// the slowest proofs spent their time (benchjournal.ProofTail).
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, usageErrorf("--proofs-postgres: %v", err)
+	}
+	tr := &postgres.StatementTracer{}
+	cfg.ConnConfig.Tracer = tr // and the pool's acquire tracer
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--proofs-postgres: connect: %w", err)
+	}
+	defer pool.Close()
+	st, err := postgres.New(ctx, pool, postgres.Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), Logger: quietLogger()})
 	if err != nil {
 		return nil, err
 	}
-	defer s.Close()
+	defer st.Close()
+	s := tracedStore{st, tr}
 	if !keep {
 		defer s.Pool().Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	}
@@ -92,15 +114,15 @@ func benchProofsPostgres(ctx context.Context, dsn string, n, k int, keep bool) (
 	if err != nil {
 		return nil, fmt.Errorf("build a log of %d sealed runs on PostgreSQL: %w", n, err)
 	}
-	return measureProofs(ctx, s, l.Runs, l.Tree, n, k, time.Since(start).Seconds())
+	return measureProofs(ctx, s, l.Runs, l.Tree, n, o, time.Since(start).Seconds())
 }
 
-// measureProofs runs k proofs of each kind per pass of
+// measureProofs runs o.Samples proofs of each kind per pass of
 // benchjournal.ProofBench on p, whose log holds n sealed runs.
 func measureProofs(ctx context.Context, p interface {
 	benchjournal.Prover
 	Checkpoint(ctx context.Context) (store.Checkpoint, error)
-}, runs []store.RunID, tree log.NodeReader, n, k int, build float64) (*proofsReport, error) {
+}, runs []store.RunID, tree log.NodeReader, n int, o benchjournal.ProofOptions, build float64) (*proofsReport, error) {
 	rep := &proofsReport{BuildSeconds: build, TargetP99us: targetProofP99us, LoadBefore: loadAverage()}
 	cp, err := p.Checkpoint(ctx)
 	if err != nil {
@@ -109,7 +131,7 @@ func measureProofs(ctx context.Context, p interface {
 	if cp.Size != uint64(n) {
 		return nil, fmt.Errorf("the built log has %d leaves, want %d", cp.Size, n)
 	}
-	if rep.ProofReport, err = benchjournal.ProofBench(ctx, p, runs, tree, cp.Size, log.Hash(cp.Root), k); err != nil {
+	if rep.ProofReport, err = benchjournal.ProofBenchWith(ctx, p, runs, tree, cp.Size, log.Hash(cp.Root), o); err != nil {
 		return nil, err
 	}
 	rep.LoadAfter = loadAverage()
@@ -131,7 +153,7 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 	pages := p.Inclusion.ServerPages >= 0 // the server counts its pages (PostgreSQL)
 	head := "\twall p50 µs\tp99 µs\tcpu p50 µs\tp99 µs\tnodes/proof\tfrom store\tstatements\tGCs\t"
 	if pages {
-		head += "server pages\tnot buffered\t"
+		head += "server pages\tnot buffered\tread µs\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, l := range []struct {
@@ -140,7 +162,7 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 	}{{"inclusion, cold cache", p.Cold.Inclusion}, {"consistency, cold cache", p.Cold.Consistency}, {"inclusion", p.Inclusion}, {"consistency", p.Consistency}} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.2f\t%d\t", l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.GCs)
 		if pages {
-			fmt.Fprintf(tw, "%.2f\t%.2f\t", l.ServerPages, l.ServerReads)
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%s\t", l.ServerPages, l.ServerReads, readUsText(l.ServerReadUs))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -149,10 +171,57 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 	}
 	tw.Flush()
 	if pages {
-		fmt.Fprintln(w, "server pages: table and index pages one proof touched on the server; not buffered: of those, read from outside shared_buffers (a cold pass counts the node cache's fill too)")
+		fmt.Fprintln(w, "server pages: table and index pages one proof touched on the server; not buffered: of those, read from outside shared_buffers; read µs: the server's time reading them, per proof (track_io_timing; a cold pass counts the node cache's fill too)")
+	}
+	for _, l := range []struct {
+		name string
+		benchjournal.ProofLatency
+	}{{"inclusion, cold cache", p.Cold.Inclusion}, {"consistency, cold cache", p.Cold.Consistency}, {"inclusion", p.Inclusion}, {"consistency", p.Consistency}} {
+		if t := l.Tail; t != nil {
+			fmt.Fprintf(w, "where the time went, %s: slowest 1%% %s; all %s\n", l.name, shareText(t.Slowest), shareText(t.All))
+		}
+	}
+	if p.Served > 0 {
+		fmt.Fprintf(w, "before the second pass the store served %d inclusion proofs of other runs, unmeasured, in %.1fs\n", p.Served, p.ServedSeconds)
 	}
 	if p.WarmSeconds > 0 {
 		fmt.Fprintf(w, "node cache filled in %.1fs between the passes\n", p.WarmSeconds)
 	}
 	fmt.Fprintf(w, "target p99 <= %d µs (second pass): wall %s, cpu %s\n", targetProofP99us, metText(p.Met), metText(p.CPUMet))
+}
+
+// tracedStore is the PostgreSQL store with its pool's tracer, which
+// benchjournal.ProofBench finds (benchjournal.Tracer).
+type tracedStore struct {
+	*postgres.Store
+	*postgres.StatementTracer
+}
+
+// shareText is one ProofShare on a line: the mean wall time and its parts.
+func shareText(s benchjournal.ProofShare) string {
+	t := fmt.Sprintf("wall %.0f µs (", s.WallUs)
+	if s.StatementUs >= 0 {
+		t += fmt.Sprintf("statements %.0f, acquire %.0f, ", s.StatementUs, s.AcquireUs)
+	}
+	if s.OtherUs >= 0 {
+		t += fmt.Sprintf("other %.0f)", s.OtherUs)
+	} else { // statements of the node cache's fill ran beside the proofs
+		t += "with the cache's fill beside)"
+	}
+	t += fmt.Sprintf(", cpu %.0f µs, GC in %.0f%% (pause %.0f µs)", s.CPUUs, 100*s.WithGC, s.GCPauseUs)
+	if s.StatementUs >= 0 {
+		t += fmt.Sprintf(", new statement on its connection %.0f%%", 100*s.FirstUse)
+	}
+	if s.CeilingUs > 0 {
+		t += fmt.Sprintf(", round trip right after %.0f µs", s.CeilingUs)
+	}
+	return t
+}
+
+// readUsText is a per-proof server read time, or "-" when not timed.
+func readUsText(us float64) string {
+	if us < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", us)
 }

@@ -13,8 +13,13 @@ import (
 // one JSON document; --proofs-postgres alone is a usage error.
 func TestBenchProofs(t *testing.T) {
 	expect(t, cli(t, "", "", "bench", "--proofs-postgres", "postgres://localhost/x"), exitUsage, "--proofs-postgres needs --proofs")
+	expect(t, cli(t, "", "", "bench", "--proofs", "10", "--proofs-served", "-1"), exitUsage, "--proofs-served must not be negative")
 	dsn := pgtest.Single(t)
-	r := cli(t, "", "", "bench", "--json", "--throughput=false", "--dir", t.TempDir(), "--proofs", "300", "--proof-samples", "200", "--proofs-postgres", dsn)
+	// A schema of the test's own: without --keep the bench drops its
+	// schema, and $RUNSEAL_POSTGRES_DSN may name a server whose
+	// runseal_bench_proofs holds a kept 10^6 log.
+	t.Setenv("RUNSEAL_BENCH_PROOFS_SCHEMA", "runseal_test_bench_proofs")
+	r := cli(t, "", "", "bench", "--json", "--throughput=false", "--dir", t.TempDir(), "--proofs", "300", "--proof-samples", "200", "--proofs-served", "100", "--proofs-postgres", dsn)
 	expect(t, r, exitOK)
 	var rep benchReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
@@ -33,6 +38,20 @@ func TestBenchProofs(t *testing.T) {
 		if p.RoundTrip.Proofs != 400 || p.RoundTrip.P50us <= 0 {
 			t.Errorf("%s ceiling: %+v", name, p.RoundTrip)
 		}
+		if p.Served != 100 {
+			t.Errorf("%s: %d proofs served before the second pass, want 100", name, p.Served)
+		}
+		if tl := p.Inclusion.Tail; tl == nil || tl.Slowest.Proofs != 2 || tl.All.Proofs != 200 || tl.Slowest.WallUs < tl.All.WallUs {
+			t.Errorf("%s inclusion tail: %+v", name, tl)
+		}
+	}
+	// Only PostgreSQL's pool is traced: its tail says how long the
+	// statements took; SQLite's cannot.
+	if tl := rep.Proofs.Postgres.Inclusion.Tail; tl == nil || tl.All.StatementUs <= 0 || tl.All.StatementUs > tl.All.WallUs {
+		t.Errorf("postgres inclusion tail: %+v", tl)
+	}
+	if tl := rep.Proofs.Inclusion.Tail; tl == nil || tl.All.StatementUs != -1 {
+		t.Errorf("sqlite inclusion tail: %+v", tl)
 	}
 	// The server's page counts: PostgreSQL's proofs touch index pages (at
 	// least one of each covering index per inclusion), SQLite has no server.

@@ -51,6 +51,12 @@ type bufferReporter interface {
 	ServerBuffers(ctx context.Context) (hits, reads uint64, err error)
 }
 
+// readTimer is a Prover on a server that times its reads from outside its
+// buffers, as PostgreSQL does with track_io_timing on (ok false: off).
+type readTimer interface {
+	ServerReadTime(ctx context.Context) (total time.Duration, ok bool, err error)
+}
+
 // ProofLatency is one kind of proof's figures.
 type ProofLatency struct {
 	Proofs int     `json:"proofs"`
@@ -83,6 +89,15 @@ type ProofLatency struct {
 	// counts the node cache's fill too, which runs beside it.
 	ServerPages float64 `json:"server_pages"`
 	ServerReads float64 `json:"server_reads"`
+	// ServerReadUs is the server's time reading those pages from outside
+	// its buffers, per proof (the whole database's, so a cold pass counts
+	// the node cache's fill too): microseconds per page when the kernel
+	// had them cached, a disk read's when not. -1: not timed (PostgreSQL:
+	// track_io_timing off).
+	ServerReadUs float64 `json:"server_read_us"`
+	// Tail is where the slowest 1% of the proofs spent their time, beside
+	// every proof's mean.
+	Tail *ProofTail `json:"tail,omitempty"`
 }
 
 // ProofReport is what ProofBench measures at one log size.
@@ -99,6 +114,11 @@ type ProofReport struct {
 	// WarmSeconds is how long the store took to fill its node cache after
 	// the cold pass (zero: it has none to fill).
 	WarmSeconds float64 `json:"cache_fill_seconds"`
+	// Served is how many inclusion proofs of other runs the store served,
+	// unmeasured, before the second pass (ProofOptions.Served), and
+	// ServedSeconds how long they took.
+	Served        int     `json:"served_before"`
+	ServedSeconds float64 `json:"served_seconds"`
 	// Cold is the first pass, from a store just opened (its node cache
 	// empty, filling in the background); Inclusion and Consistency are a
 	// second pass over other random proofs, once the cache is full.
@@ -116,9 +136,31 @@ type ProofReport struct {
 // each proof reads. Every proof is checked against root, so a fast wrong
 // answer is an error, not a figure.
 func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, k int) (ProofReport, error) {
-	rep := ProofReport{Size: size}
+	return ProofBenchWith(ctx, p, runs, tree, size, root, ProofOptions{Samples: k})
+}
+
+// ProofOptions are ProofBench's settings.
+type ProofOptions struct {
+	// Samples is how many proofs of each kind each pass measures.
+	Samples int
+	// Served, when above zero, is how many inclusion proofs the store
+	// serves, unmeasured, between the node cache's fill and the second
+	// pass: the traffic a long-running server has seen, which leaves its
+	// buffers in the state they keep (the fill has just filled them with
+	// what it read). They are of runs at even log indexes, and the second
+	// pass then proves runs at odd ones, so that no measured proof is of
+	// a run served before it; runs sharing a page with one are, as on a
+	// server that has run a while.
+	Served int
+}
+
+// ProofBenchWith is ProofBench with options.
+func ProofBenchWith(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, o ProofOptions) (ProofReport, error) {
+	k := o.Samples
+	rep := ProofReport{Size: size, Served: o.Served}
 	rng := rand.New(rand.NewPCG(1, 2))
 	b := &proofBench{p: p, runs: runs, tree: tree, size: size, root: root, rng: rng}
+	b.pick = func() int { return b.rng.IntN(len(b.runs)) }
 	var err error
 	if rep.Cold.Inclusion, err = b.inclusions(ctx, k); err != nil {
 		return rep, err
@@ -133,11 +175,23 @@ func ProofBench(ctx context.Context, p Prover, runs []store.RunID, tree log.Node
 		}
 		rep.WarmSeconds = time.Since(t0).Seconds()
 	}
+	if o.Served > 0 && len(runs) > 1 {
+		t0 := time.Now()
+		b.pick = func() int { return 2 * b.rng.IntN((len(b.runs)+1)/2) }
+		if _, err := b.inclusions(ctx, o.Served); err != nil {
+			return rep, fmt.Errorf("served before the second pass: %w", err)
+		}
+		rep.ServedSeconds = time.Since(t0).Seconds()
+		b.pick = func() int { return 1 + 2*b.rng.IntN(len(b.runs)/2) }
+	}
 	rt, _ := p.(roundTripper)
 	var trips *timing
 	if rt != nil {
 		trips = &timing{wall: make([]time.Duration, 0, 2*k), cpu: make([]time.Duration, 0, 2*k)}
-		b.ceiling = func() error { return trips.measure(func() error { return rt.RoundTrip(ctx) }) }
+		b.ceiling = func() (time.Duration, error) {
+			err := trips.measure(func() error { return rt.RoundTrip(ctx) })
+			return trips.wall[len(trips.wall)-1], err
+		}
 	}
 	if rep.Inclusion, err = b.inclusions(ctx, k); err != nil {
 		return rep, err
@@ -162,9 +216,10 @@ type proofBench struct {
 	size uint64
 	root log.Hash
 	rng  *rand.Rand
+	pick func() int // the index of the next run to prove
 	// ceiling, when set, runs one timed round trip of the store's cheapest
 	// statement; each proof is followed by one.
-	ceiling func() error
+	ceiling func() (time.Duration, error)
 }
 
 // timing is the wall and CPU time of each proof of one pass, and the
@@ -179,10 +234,20 @@ type timing struct {
 	// it could not say).
 	hits0, reads0 uint64
 	bufErr        error
+	// readTime0 is the server's read time at the start (readTimed false:
+	// not timed).
+	readTime0 time.Duration
+	readTimed bool
+	// samples is each proof's breakdown (see tail.go), tracer the
+	// store's, if it has one.
+	samples []sample
+	gc      *gcClock
+	tracer  Tracer
 }
 
 func (b *proofBench) start(ctx context.Context, k int) *timing {
-	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k)}
+	t := &timing{wall: make([]time.Duration, 0, k), cpu: make([]time.Duration, 0, k), samples: make([]sample, 0, k), gc: newGCClock()}
+	t.tracer, _ = b.p.(Tracer)
 	runtime.GC() // start each pass with no garbage of the last one
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -196,23 +261,56 @@ func (b *proofBench) start(ctx context.Context, k int) *timing {
 	if r, ok := b.p.(bufferReporter); ok {
 		t.hits0, t.reads0, t.bufErr = r.ServerBuffers(ctx)
 	}
+	if r, ok := b.p.(readTimer); ok && t.bufErr == nil {
+		var err error
+		t.readTime0, t.readTimed, err = r.ServerReadTime(ctx)
+		t.readTimed = t.readTimed && err == nil
+	}
 	return t
 }
 
 // measure runs one proof, timing it.
 func (t *timing) measure(fn func() error) error {
+	var g0 uint64
+	var p0 time.Duration
+	if t.gc != nil {
+		g0, p0 = t.gc.read()
+	}
+	if t.tracer != nil {
+		t.tracer.BeginTrace()
+	}
 	c0 := processCPU()
 	t0 := time.Now()
 	err := fn()
-	t.wall = append(t.wall, time.Since(t0))
-	t.cpu = append(t.cpu, processCPU()-c0)
+	wall := time.Since(t0)
+	cpu := processCPU() - c0
+	t.wall = append(t.wall, wall)
+	t.cpu = append(t.cpu, cpu)
+	if t.gc != nil {
+		s := sample{wall: wall, cpu: cpu}
+		g1, p1 := t.gc.read()
+		s.gcs, s.gcPause = g1-g0, p1-p0
+		if t.tracer != nil {
+			s.trace, s.traced = t.tracer.EndTrace(), true
+		}
+		t.samples = append(t.samples, s)
+	}
 	return err
+}
+
+// ceilingAfter notes the wall time of the ceiling's round trip timed
+// right after the last proof.
+func (t *timing) ceilingAfter(d time.Duration) {
+	if len(t.samples) > 0 {
+		t.samples[len(t.samples)-1].ceiling = d
+	}
 }
 
 func (b *proofBench) finish(ctx context.Context, t *timing, k int) ProofLatency {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	out := ProofLatency{Proofs: k, NodeReads: float64(t.nodes) / float64(k), StoreReads: -1, RoundTrips: -1, GCs: ms.NumGC - t.gc0}
+	out.Tail = tail(t.samples)
 	out.P50us, out.P99us = quantiles(t.wall)
 	if processCPU() > 0 {
 		out.CPUP50us, out.CPUP99us = quantiles(t.cpu)
@@ -223,11 +321,16 @@ func (b *proofBench) finish(ctx context.Context, t *timing, k int) ProofLatency 
 	if r, ok := b.p.(tripReporter); ok {
 		out.RoundTrips = float64(r.ProofRoundTrips()-t.trips0) / float64(k)
 	}
-	out.ServerPages, out.ServerReads = -1, -1
+	out.ServerPages, out.ServerReads, out.ServerReadUs = -1, -1, -1
 	if r, ok := b.p.(bufferReporter); ok && t.bufErr == nil {
 		if hits, reads, err := r.ServerBuffers(ctx); err == nil && hits >= t.hits0 && reads >= t.reads0 {
 			out.ServerPages = float64(hits-t.hits0+reads-t.reads0) / float64(k)
 			out.ServerReads = float64(reads-t.reads0) / float64(k)
+		}
+	}
+	if r, ok := b.p.(readTimer); ok && t.readTimed {
+		if d, on, err := r.ServerReadTime(ctx); err == nil && on && d >= t.readTime0 {
+			out.ServerReadUs = float64((d - t.readTime0).Nanoseconds()) / 1000 / float64(k)
 		}
 	}
 	return out
@@ -237,7 +340,7 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 	t := b.start(ctx, k)
 	counter := &countingReader{r: b.tree}
 	for range k {
-		i := b.rng.IntN(len(b.runs))
+		i := b.pick()
 		var inc *store.Inclusion
 		err := t.measure(func() (err error) {
 			inc, err = b.p.InclusionProof(ctx, b.runs[i])
@@ -246,7 +349,7 @@ func (b *proofBench) inclusions(ctx context.Context, k int) (ProofLatency, error
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("inclusion proof of run %d: %w", i, err)
 		}
-		if err := b.roundTrip(); err != nil {
+		if err := b.roundTrip(t); err != nil {
 			return ProofLatency{}, err
 		}
 		if inc == nil || inc.Index != uint64(i) || inc.Size != b.size {
@@ -276,7 +379,7 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 		if err != nil {
 			return ProofLatency{}, fmt.Errorf("consistency proof %d..%d: %w", old, b.size, err)
 		}
-		if err := b.roundTrip(); err != nil {
+		if err := b.roundTrip(t); err != nil {
 			return ProofLatency{}, err
 		}
 		oldRoot, err := log.Root(ctx, b.tree, old)
@@ -294,14 +397,17 @@ func (b *proofBench) consistencies(ctx context.Context, k int) (ProofLatency, er
 	return b.finish(ctx, t, k), nil
 }
 
-// roundTrip runs the ceiling's statement once, if there is one.
-func (b *proofBench) roundTrip() error {
+// roundTrip runs the ceiling's statement once, if there is one, after a
+// proof measured in t.
+func (b *proofBench) roundTrip(t *timing) error {
 	if b.ceiling == nil {
 		return nil
 	}
-	if err := b.ceiling(); err != nil {
+	d, err := b.ceiling()
+	if err != nil {
 		return fmt.Errorf("round trip (the ceiling): %w", err)
 	}
+	t.ceilingAfter(d)
 	return nil
 }
 

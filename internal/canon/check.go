@@ -331,8 +331,17 @@ func (c *checker) number() error {
 // memory.
 func compareCanonicalStrings(a, b []byte) int {
 	for len(a) > 0 && len(b) > 0 {
-		// An equal ASCII byte outside an escape is an equal character.
-		if a[0] == b[0] && a[0] < utf8.RuneSelf && a[0] != '\\' {
+		// An ASCII byte outside an escape is the character itself, one
+		// UTF-16 code unit of the same value: two such bytes compare as
+		// the characters do. Object keys are mostly ASCII names, which
+		// this decides at the first byte that differs.
+		if ca, cb := a[0], b[0]; ca < utf8.RuneSelf && cb < utf8.RuneSelf && ca != '\\' && cb != '\\' {
+			if ca != cb {
+				if ca < cb {
+					return -1
+				}
+				return 1
+			}
 			a, b = a[1:], b[1:]
 			continue
 		}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // ServerBuffers returns what the server's buffer manager has counted, since
@@ -51,4 +52,32 @@ func (s *Store) ServerBuffers(ctx context.Context) (hits, reads uint64, err erro
 		return 0, 0, fmt.Errorf("buffer counts: negative (%d, %d)", h, r)
 	}
 	return uint64(h), uint64(r), nil
+}
+
+// ServerReadTime returns the time the server has spent reading data pages
+// from outside shared_buffers (the kernel's page cache or the disk) in
+// this database, over every session, since its statistics were last
+// reset: pg_stat_database.blk_read_time, which the server counts only
+// with track_io_timing on (ok false when it is off). Taken across a pass
+// of proofs beside ServerBuffers (which makes the sessions publish their
+// counts first), it says what a page from outside the buffers cost: some
+// microseconds from the kernel's cache, a disk read's worth from the disk.
+func (s *Store) ServerReadTime(ctx context.Context) (total time.Duration, ok bool, err error) {
+	if err := s.check(ctx); err != nil {
+		return 0, false, err
+	}
+	var on string
+	var ms float64
+	err = s.pool.QueryRow(ctx, `SELECT current_setting('track_io_timing'),
+		coalesce((SELECT blk_read_time FROM pg_stat_database WHERE datname = current_database()), 0)`).Scan(&on, &ms)
+	if err != nil {
+		return 0, false, fmt.Errorf("read time: %w", err)
+	}
+	if on != "on" {
+		return 0, false, nil
+	}
+	if ms < 0 {
+		return 0, false, fmt.Errorf("read time: negative (%f ms)", ms)
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true, nil
 }

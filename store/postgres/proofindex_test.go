@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/storetest"
 )
@@ -156,22 +158,18 @@ func TestInclusionProof_IndexOnlyScans(t *testing.T) {
 // tlog.
 func TestMigrate_ProofIndexesOnExistingLog(t *testing.T) {
 	ctx := context.Background()
-	schema := "runseal_p" + strings.ToLower(freshTenant()[1:12])
-	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
-	old := openStore(t, Options{Schema: schema})
-	runs, tree := sealedLog(t, old, 1003)
-	old.Close()
+	schema, old, runs, tree := closedLog(t, 1003)
 	v := 0
 	for i, m := range migrations {
 		if m.sql == proofIndexesSchema {
 			v = i + 1
 		}
 	}
-	if v != SchemaVersion {
-		t.Fatalf("the covering indexes are migration %d of %d; this test undoes the last one only", v, SchemaVersion)
+	if v == 0 || v >= SchemaVersion || migrations[v].sql != denseProofIndexesSchema {
+		t.Fatalf("the covering indexes are migration %d of %d, not followed by their packing", v, SchemaVersion)
 	}
 	sqlExec(t, `DROP INDEX `+schema+`.runs_proof, `+schema+`.log_leaves`)
-	sqlExec(t, `DELETE FROM `+schema+`.migrations WHERE version = $1`, v)
+	sqlExec(t, `DELETE FROM `+schema+`.migrations WHERE version >= $1`, v)
 	// An operator may build one beforehand without blocking writers; the
 	// migration keeps it and builds the other.
 	sqlExec(t, `CREATE INDEX CONCURRENTLY log_leaves ON `+schema+`.log_nodes(tenant, idx) INCLUDE (hash) WHERE level = 0`)
@@ -260,4 +258,81 @@ func (n planNode) offProbe() string {
 		}
 	}
 	return ""
+}
+
+// TestMigrate_DenseProofIndexesOnExistingLog: a database whose covering
+// indexes were built with the default fillfactor (schema version 7, the
+// log already sealed; one of them packed ahead by its operator) has both
+// packed when a Store opens it, rebuilt smaller, and its proofs are still
+// served from them by index-only scans and still verify with x/mod's tlog;
+// an altered leaf node still fails its proof (the conformance suite holds
+// every store to that, on the packed indexes).
+func TestMigrate_DenseProofIndexesOnExistingLog(t *testing.T) {
+	ctx := context.Background()
+	schema, old, runs, tree := closedLog(t, 3001)
+	// The database as it was before the packing; migrations after it (none
+	// yet) run again, as each is written to.
+	p := slices.IndexFunc(migrations, func(m migration) bool { return m.sql == denseProofIndexesSchema }) + 1
+	if p == 0 {
+		t.Fatal("no migration packs the proof indexes")
+	}
+	sqlExec(t, `ALTER INDEX `+schema+`.runs_proof RESET (fillfactor)`)
+	sqlExec(t, `REINDEX INDEX `+schema+`.runs_proof`)
+	sqlExec(t, `ALTER INDEX `+schema+`.log_leaves SET (fillfactor = 70)`)
+	sqlExec(t, `REINDEX INDEX `+schema+`.log_leaves`)
+	sqlExec(t, `DELETE FROM `+schema+`.migrations WHERE version >= $1`, p)
+	size := func(index string) (pages int64, opts []string) {
+		t.Helper()
+		if err := testPool(t).QueryRow(ctx, `SELECT pg_relation_size(c.oid) / 8192, coalesce(c.reloptions, '{}') FROM pg_class c WHERE c.oid = $1::regclass`,
+			schema+"."+index).Scan(&pages, &opts); err != nil {
+			t.Fatal(err)
+		}
+		return pages, opts
+	}
+	runsBefore, _ := size("runs_proof")
+	leavesBefore, _ := size("log_leaves")
+
+	s := openStore(t, Options{Schema: schema, Tenant: old.tenant})
+	for _, ix := range []struct {
+		name   string
+		before int64
+	}{{"runs_proof", runsBefore}, {"log_leaves", leavesBefore}} {
+		pages, opts := size(ix.name)
+		if !slices.Contains(opts, "fillfactor=100") || pages >= ix.before {
+			t.Errorf("%s after migration: %d pages (%d before), options %v; want fillfactor=100 and fewer pages", ix.name, pages, ix.before, opts)
+		}
+	}
+	checkIndexOnly(t, s, runs[1500])
+	if err := s.WarmNodeCache(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckProofStatements(t, s, runs[:64], tree, 1, 1)
+
+	// Opening it again finds both packed and rebuilds nothing.
+	var oid1 uint32
+	if err := testPool(t).QueryRow(ctx, `SELECT relfilenode FROM pg_class WHERE oid = $1::regclass`, schema+".runs_proof").Scan(&oid1); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, `DELETE FROM `+schema+`.migrations WHERE version >= $1`, p)
+	openStore(t, Options{Schema: schema, Tenant: old.tenant})
+	var oid2 uint32
+	if err := testPool(t).QueryRow(ctx, `SELECT relfilenode FROM pg_class WHERE oid = $1::regclass`, schema+".runs_proof").Scan(&oid2); err != nil {
+		t.Fatal(err)
+	}
+	if oid1 != oid2 {
+		t.Errorf("a packed runs_proof was rebuilt by the migration (file %d, then %d)", oid1, oid2)
+	}
+}
+
+// closedLog writes a log of n sealed runs into a tenant of a schema of its
+// own, dropped after the test, and closes the store: a database a later
+// version of the code then opens.
+func closedLog(t *testing.T, n int) (schema string, old *Store, runs []store.RunID, tree log.NodeReader) {
+	t.Helper()
+	schema = "runseal_p" + strings.ToLower(freshTenant()[1:12])
+	t.Cleanup(func() { sqlExec(t, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
+	old = openStore(t, Options{Schema: schema})
+	runs, tree = sealedLog(t, old, n)
+	old.Close()
+	return schema, old, runs, tree
 }

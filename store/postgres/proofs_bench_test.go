@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/runseal/runseal/internal/benchjournal"
+	"github.com/runseal/runseal/internal/pgtest"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
@@ -24,9 +27,13 @@ import (
 // database rather than the node cache; round-trips is statements per proof
 // (one with the cache warm: see proofread.go); server-pages is table and
 // index pages per proof the server touched, server-reads those it read
-// from outside shared_buffers (ServerBuffers). The log lines give wall and
-// CPU p50/p99, nodes per proof, database reads, round trips and server
-// pages of each pass.
+// from outside shared_buffers (ServerBuffers), and the server's time
+// reading them (ServerReadTime, with track_io_timing on). Between the
+// passes the store serves 20,000 ($RUNSEAL_BENCH_PROOFS_SERVED) inclusion
+// proofs of other runs, unmeasured (benchjournal.ProofOptions.Served). The
+// log lines give wall and CPU p50/p99, nodes per proof, database reads,
+// round trips and server pages of each pass, and where its slowest 1% of
+// proofs spent their time (benchjournal.ProofTail).
 //
 //	go test ./store/postgres -run '^$' -bench Proofs -benchtime 1x
 func BenchmarkProofs(b *testing.B) {
@@ -42,6 +49,13 @@ func BenchmarkProofs(b *testing.B) {
 		var err error
 		if k, err = strconv.Atoi(v); err != nil || k < 1 {
 			b.Fatalf("RUNSEAL_BENCH_PROOFS_SAMPLES=%q: want a positive count", v)
+		}
+	}
+	served := 20000 // $RUNSEAL_BENCH_PROOFS_SERVED: benchjournal.ProofOptions.Served
+	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SERVED"); v != "" {
+		var err error
+		if served, err = strconv.Atoi(v); err != nil || served < 0 {
+			b.Fatalf("RUNSEAL_BENCH_PROOFS_SERVED=%q: want a count", v)
 		}
 	}
 	var cacheBytes int64 // $RUNSEAL_BENCH_NODE_CACHE: Options.NodeCacheBytes
@@ -60,7 +74,24 @@ func BenchmarkProofs(b *testing.B) {
 	if v := os.Getenv("RUNSEAL_BENCH_PROOFS_SCHEMA"); v != "" {
 		schema = v
 	}
-	s := openStore(b, Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
+	// A pool of its own, traced, so that each pass says where its slowest
+	// proofs spent their time (benchjournal.ProofTail).
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := &StatementTracer{}
+	cfg.ConnConfig.Tracer = tr
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	s, err := New(ctx, p, Options{Schema: schema, Tenant: fmt.Sprintf("proofs%d", n), NodeCacheBytes: cacheBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
 	start := time.Now()
 	runs, tree := sealedLog(b, s, n)
 	var buffers string
@@ -73,7 +104,7 @@ func BenchmarkProofs(b *testing.B) {
 		b.Fatalf("checkpoint of the built log: %+v, %v", cp, err)
 	}
 	for b.Loop() {
-		rep, err := benchjournal.ProofBench(ctx, s, runs, tree, cp.Size, log.Hash(cp.Root), k)
+		rep, err := benchjournal.ProofBenchWith(ctx, tracedStore{s, tr}, runs, tree, cp.Size, log.Hash(cp.Root), benchjournal.ProofOptions{Samples: k, Served: served})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,13 +112,22 @@ func BenchmarkProofs(b *testing.B) {
 			name string
 			benchjournal.ProofLatency
 		}{{"inclusion, cold cache", rep.Cold.Inclusion}, {"consistency, cold cache", rep.Cold.Consistency}, {"inclusion", rep.Inclusion}, {"consistency", rep.Consistency}} {
-			b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs, nodes/proof %.1f, from the database %.1f, round trips %.2f, server pages %.2f (not in shared_buffers %.2f)",
-				l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.ServerPages, l.ServerReads)
+			b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs, nodes/proof %.1f, from the database %.1f, round trips %.2f, server pages %.2f (not in shared_buffers %.2f, read in %.1fµs)",
+				l.name, l.P50us, l.P99us, l.CPUP50us, l.CPUP99us, l.NodeReads, l.StoreReads, l.RoundTrips, l.ServerPages, l.ServerReads, l.ServerReadUs)
+		}
+		for _, l := range []struct {
+			name string
+			t    *benchjournal.ProofTail
+		}{{"inclusion, cold cache", rep.Cold.Inclusion.Tail}, {"consistency, cold cache", rep.Cold.Consistency.Tail}, {"inclusion", rep.Inclusion.Tail}, {"consistency", rep.Consistency.Tail}} {
+			if l.t != nil {
+				b.Logf("%-24s slowest 1%%: %+v", l.name, l.t.Slowest)
+				b.Logf("%-24s all:         %+v", l.name, l.t.All)
+			}
 		}
 		c := rep.RoundTrip
 		b.Logf("%-24s wall p50 %4.0fµs p99 %5.0fµs, cpu p50 %4.0fµs p99 %5.0fµs (the ceiling: the log's size read, alternating with the proofs)",
 			"one round trip", c.P50us, c.P99us, c.CPUP50us, c.CPUP99us)
-		b.Logf("node cache floor %d; load average %s", s.NodeCacheStats().Floor, loadAvg())
+		b.Logf("node cache floor %d; %d inclusion proofs of other runs served before the second pass in %.1fs; load average %s", s.NodeCacheStats().Floor, rep.Served, rep.ServedSeconds, loadAvg())
 		b.ReportMetric(rep.Inclusion.P50us, "incl-p50-µs")
 		b.ReportMetric(rep.Inclusion.P99us, "incl-p99-µs")
 		b.ReportMetric(rep.Inclusion.CPUP99us, "incl-cpu-p99-µs")
@@ -125,4 +165,10 @@ func sealedLog(tb testing.TB, s *Store, n int) ([]store.RunID, log.NodeReader) {
 		tb.Fatal(err)
 	}
 	return l.Runs, l.Tree
+}
+
+// tracedStore is the store with its pool's tracer, which ProofBench finds.
+type tracedStore struct {
+	*Store
+	*StatementTracer
 }
