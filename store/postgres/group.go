@@ -37,6 +37,9 @@ type appendReq struct {
 	keys    []string // what the append claims: its run, the admission keys of its batch
 	recs    []store.Record
 	careful bool // its group is written one statement per row
+	// ordinary: written with its run read under the lock first, not
+	// from what the store remembers of it (see known.go)
+	ordinary bool
 }
 
 // admissionKeys lists the admission keys a batch claims. Two members of
@@ -132,11 +135,20 @@ func prefixed(p string, keys []string) []string {
 // tryGroup writes pending in one transaction. It answers every member it
 // can and returns those to try again, with the failure that sent them back.
 //
-// A group is written with one statement per table unless careful, when
-// each row has its own statement so a refusal can be pinned on its member.
+// Members whose runs the store remembers (known.go) are written by one
+// statement; when every member is such, the group takes one round trip.
+// The others are written the ordinary way: their runs are locked and read
+// first, and their writes go in the second round trip, with the
+// remembered members' statement and COMMIT. The ordinary members are
+// written with one statement per table unless careful, when each row has
+// its own statement so a refusal can be pinned on its member.
 func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.Member[*appendReq], error) {
 	pending := byRun(ms, func(r *appendReq) store.RunID { return r.run })
-	careful := pending[0].Req.careful
+	kn, rest := s.knownPlans(pending)
+	if len(rest) == 0 {
+		return s.tryKnown(kn)
+	}
+	careful := rest[0].Req.careful
 	ctx, cancel := context.WithTimeout(context.Background(), s.commitTO)
 	defer cancel()
 	x, err := s.session(ctx)
@@ -144,7 +156,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		return failAll(pending, err)
 	}
 	defer x.close()
-	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return pending[i].Req.run }, len(pending))
+	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return rest[i].Req.run }, len(rest))
 	if err != nil {
 		return failAll(pending, err)
 	}
@@ -154,19 +166,20 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		r       *appendReq
 		plan    *appendPlan
 		refused func(int, error) error
-		first   int // index of its first statement in wb
+		first   int         // index of its first statement in wb
+		epoch   store.Epoch // its run's lease epoch, read under the lock
 	}
 	var members []member
-	for i, m := range pending {
+	for i, m := range rest {
 		r := m.Req
 		plan, err := s.planAppend(locks[i], r.run, r.epoch, r.batch)
 		if err != nil {
 			m.Answer(err)
 			continue
 		}
-		members = append(members, member{m: m, r: r, plan: plan})
+		members = append(members, member{m: m, r: r, plan: plan, epoch: locks[i].lease.epoch})
 	}
-	if len(members) == 0 {
+	if len(members) == 0 && len(kn.members) == 0 {
 		return nil, nil
 	}
 	wb := &pgx.Batch{}
@@ -176,35 +189,55 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 			members[k].first = len(wb.QueuedQueries)
 			members[k].refused = s.queue(members[k].plan, wb)
 		}
-	} else {
+	} else if len(members) > 0 {
 		plans := make([]*appendPlan, len(members))
 		for k, m := range members {
 			plans[k] = m.plan
 		}
 		s.queueMany(plans, wb)
 	}
-	culprit, refusedByServer := -1, false
-	err = x.commit(ctx, wb, func(i int, err error) error {
+	// The remembered members' statement comes last: a refusal before it
+	// is pinned on an ordinary member as before.
+	knownAt := -1
+	var written map[string]bool
+	if len(kn.members) > 0 {
+		wb.Queue(genericPlan)
+		knownAt = len(wb.QueuedQueries)
+		wb.Queue(s.q.appendKnown, s.knownArgs(kn)...)
+	}
+	culprit, refusedByServer, knownRefused := -1, false, false
+	err = x.commitReading(ctx, wb, func(i int, err error) error {
 		refusedByServer = true
+		if knownAt >= 0 && i >= knownAt-1 {
+			knownRefused = true
+			return nil
+		}
 		if !careful {
 			return nil
 		}
 		m := sort.Search(len(members), func(k int) bool { return members[k].first > i }) - 1
 		culprit = m
 		return members[m].refused(i-members[m].first, err)
+	}, knownAt, func(rows pgx.Rows) (err error) {
+		written, err = readWritten(rows)
+		return err
 	})
 	if err == nil {
 		for _, m := range members {
+			if m.epoch == m.r.epoch {
+				s.known.put(m.r.run, m.epoch, store.Head{Seq: store.Seq(m.plan.headSeq), Hash: store.Digest(m.plan.headHash)})
+			}
 			m.r.recs = m.plan.records()
 			m.m.Answer(nil)
 		}
-		return nil, nil
+		return s.answerKnown(kn, written), nil
 	}
-	if refusedByServer && !careful {
+	s.forgetKnown(kn, knownRefused)
+	if refusedByServer && (!careful || knownRefused) {
 		// A multi-row statement failed and cannot say whose row it was:
 		// write the group again one statement per row to find out (the
 		// queue lets a group come back once without counting a failure).
-		var all []*groupcommit.Member[*appendReq]
+		all := slices.Clone(kn.members)
 		for _, m := range members {
 			m.r.careful = true
 			all = append(all, m.m)
@@ -214,7 +247,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	var cu *store.CommitUnknownError
 	if errors.As(err, &cu) || culprit < 0 {
 		// In doubt, or no member to blame: every member shares the fate.
-		var all []*groupcommit.Member[*appendReq]
+		all := slices.Clone(kn.members)
 		for _, m := range members {
 			all = append(all, m.m)
 		}
@@ -222,7 +255,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	}
 	// One member's write was refused by the server: it gets its answer,
 	// the others run again in a fresh transaction.
-	var retry []*groupcommit.Member[*appendReq]
+	retry := slices.Clone(kn.members)
 	for k, m := range members {
 		if k != culprit {
 			retry = append(retry, m.m)

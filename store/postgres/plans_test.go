@@ -52,6 +52,8 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 		{"runState", s.q.runState, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"updateRun", s.q.updateRun, `'01AAAAAAAAAAAAAAAAAAAAAAAA', 2, '\x00'::bytea, NULL, NULL, NULL, NULL, NULL`, []string{"runs"}},
 		{"updateRuns", s.q.updateRuns, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 4) + nulls, []string{"runs"}},
+		{"appendKnown", s.q.appendKnown, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 5) + `'{1,2}'::bigint[], ` + hashes + `, '{1,1}'::bigint[], ` +
+			ids + `, '{2,3}'::bigint[], '{a,b}'::text[], ` + nulls + `, ` + strings.Repeat(hashes+`, `, 3) + hashes, []string{"runs", "leases"}},
 		{"sealRuns", s.q.sealRuns, ids + `, '{ok,ok}'::text[], '{1,2}'::bigint[], ` + hashes, []string{"runs"}},
 		{"head", s.q.head, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"verifyRun", s.q.verifyRun, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},

@@ -13,6 +13,7 @@ type queries struct {
 	insertRecord, claimAdmission, admissionHolder              string
 	insertRun, updateRun                                       string
 	insertRecords, insertRuns, updateRuns                      string
+	appendKnown                                                string
 	updateLease, renewLease, releaseLease, abandoned           string
 	requestCancel, cancellation                                string
 	logNext, logSize, readNodes, writeNodes                    string
@@ -66,6 +67,15 @@ func runByID(cols, id, and string) string {
 	return `(SELECT ` + cols + ` FROM {S}.runs WHERE tenant = $1 AND run >= ` + id + ` AND run <= ` + id + and + ` ORDER BY run LIMIT 1)`
 }
 
+// runsFromU is the SET clause of a multi-row update of run rows r from
+// the unnested arrays u (updateRuns, appendKnown).
+const runsFromU = `SET head_seq = u.seq, head_hash = u.hash,
+				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
+				source = coalesce(u.source, r.source),
+				outcome = coalesce(u.outcome, r.outcome),
+				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
+				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until`
+
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{S}", s, "{Sq}", strings.ReplaceAll(s, "'", "''"))
@@ -102,16 +112,35 @@ func newQueries(schema string) queries {
 				CASE WHEN u.outcome IS NULL THEN NULL ELSE nextval('{Sq}.outcome_ord') END, u.awaiting, u.event, u.until
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until)`),
-		updateRuns: f(`UPDATE {S}.runs AS r SET head_seq = u.seq, head_hash = u.hash,
-				active_at = floor(extract(epoch FROM clock_timestamp()))::bigint,
-				source = coalesce(u.source, r.source),
-				outcome = coalesce(u.outcome, r.outcome),
-				outcome_ord = CASE WHEN u.outcome IS NULL THEN r.outcome_ord ELSE nextval('{Sq}.outcome_ord') END,
-				wait_awaiting = u.awaiting, wait_event = u.event, wait_until = u.until
+		updateRuns: f(`UPDATE {S}.runs AS r ` + runsFromU + `
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until)
 				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "") + ` k
 			WHERE r.ctid = k.tid`),
+		// A group of appends to runs whose state the store already knows
+		// (see known.go), in one statement: lock each lease row (array
+		// order, as lockLeases) and keep the runs whose epoch is the
+		// append's; move the head of each of those whose run row still has
+		// the expected head and is unsealed; insert the records of the runs
+		// moved, in array order. It returns the runs written; a run missing
+		// from the answer wrote nothing.
+		appendKnown: f(`WITH lk AS MATERIALIZED (
+				SELECT l.run FROM unnest($2::text[], $12::bigint[]) AS u(run, epoch)
+					CROSS JOIN LATERAL (SELECT run, epoch FROM {S}.leases WHERE tenant = $1 AND run = u.run FOR UPDATE) l
+				WHERE l.epoch = u.epoch),
+			up AS (UPDATE {S}.runs AS r ` + runsFromU + `
+			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bytea[])
+				AS u(run, seq, hash, source, outcome, awaiting, event, until, prev_seq, prev_hash)
+				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "sealed_outcome IS NULL AND head_seq = u.prev_seq AND head_hash = u.prev_hash") + ` k
+			WHERE r.ctid = k.tid AND u.run IN (SELECT run FROM lk)
+			RETURNING r.run),
+			ins AS (INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
+				SELECT $1, x.run, x.seq, x.kind, x.case_id, x.effect, x.prev, x.hash, x.raw
+				FROM unnest($13::text[], $14::bigint[], $15::text[], $16::text[], $17::bytea[], $18::bytea[], $19::bytea[], $20::bytea[])
+					WITH ORDINALITY AS x(run, seq, kind, case_id, effect, prev, hash, raw, ord)
+				WHERE x.run IN (SELECT run FROM up)
+				ORDER BY x.ord)
+			SELECT run FROM up`),
 		claimAdmission:  f(`INSERT INTO {S}.admissions(tenant, key, run, claimed_at) VALUES($1, $2, $3, clock_timestamp())`),
 		admissionHolder: f(`SELECT run FROM {S}.admissions WHERE tenant = $1 AND key = $2`),
 		insertRun: f(`INSERT INTO {S}.runs(tenant, run, head_seq, head_hash, active_at, source, outcome, outcome_ord, wait_awaiting, wait_event, wait_until)

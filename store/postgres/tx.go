@@ -86,6 +86,12 @@ func (x *session) lock(ctx context.Context, b *pgx.Batch, read func(br pgx.Batch
 // rest of the pipeline, COMMIT included). Losing the connection after the
 // pipeline was sent is store.CommitUnknownError.
 func (x *session) commit(ctx context.Context, b *pgx.Batch, refused func(i int, err error) error) error {
+	return x.commitReading(ctx, b, refused, -1, nil)
+}
+
+// commitReading is commit, handing the rows of the statement queued at
+// index at (if at >= 0) to read.
+func (x *session) commitReading(ctx context.Context, b *pgx.Batch, refused func(i int, err error) error, at int, read func(pgx.Rows) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -96,7 +102,13 @@ func (x *session) commit(ctx context.Context, b *pgx.Batch, refused func(i int, 
 	br := x.conn.SendBatch(cctx, b)
 	var failure error
 	for i := 0; i <= n; i++ {
-		tag, err := br.Exec()
+		var tag pgconn.CommandTag
+		var err error
+		if i == at {
+			err = readRows(br, read)
+		} else {
+			tag, err = br.Exec()
+		}
 		if i == n && err == nil && tag.String() != "COMMIT" {
 			// The server answered ROLLBACK: the transaction had failed.
 			err = pgx.ErrTxCommitRollback
@@ -116,6 +128,20 @@ func (x *session) commit(ctx context.Context, b *pgx.Batch, refused func(i int, 
 		failure = x.classifyCommit(cerr, true)
 	}
 	return failure
+}
+
+// readRows hands the next result's rows to read and closes them.
+func readRows(br pgx.BatchResults, read func(pgx.Rows) error) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := read(rows); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // classifyCommit decides what a failure of the commit pipeline means for
