@@ -137,9 +137,9 @@ func prefixed(p string, keys []string) []string {
 //
 // Members whose runs the store remembers (known.go) are written by one
 // statement; when every member is such, the group takes one round trip.
-// The others are written the ordinary way: their runs are locked and read
-// first, and their writes go in the second round trip, with the
-// remembered members' statement and COMMIT. The ordinary members are
+// Otherwise every run of the group is locked first, in one run-id order,
+// and the others' runs are read; their writes go in the second round
+// trip, with the remembered members' statement and COMMIT. The ordinary members are
 // written with one statement per table unless careful, when each row has
 // its own statement so a refusal can be pinned on its member.
 func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.Member[*appendReq], error) {
@@ -156,7 +156,18 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		return failAll(pending, err)
 	}
 	defer x.close()
-	locks, err := x.lockRuns(ctx, func(i int) store.RunID { return rest[i].Req.run }, len(rest))
+	// The remembered members' runs are locked here too, with the others in
+	// one run-id order: left to appendKnown's own locks they would be a
+	// second ordered pass after this one, and two groups over the same runs
+	// (two processes, or a seal racing an append) could then each hold a
+	// run the other waits for. appendKnown re-locks rows this transaction
+	// holds, which does not wait.
+	locks, err := x.lockRuns(ctx, func(i int) store.RunID {
+		if i < len(rest) {
+			return rest[i].Req.run
+		}
+		return kn.members[i-len(rest)].Req.run
+	}, len(rest)+len(kn.members))
 	if err != nil {
 		return failAll(pending, err)
 	}
