@@ -90,9 +90,10 @@ func rehashFrom(t *testing.T, pkg []byte, ls [][]byte, starts []int, i int, f fu
 	return out.Bytes()
 }
 
-// minRecordLine sizes each chunk's room for record lines (chunkPool): it
+// minRecordLine bounds how many record lines one chunk holds
+// (aheadChunkSize/minRecordLine+1, the most a chunk's table grows to): it
 // must be the length of the shortest line parseRecordLine accepts, with
-// its newline, or a chunk of short lines would grow its slice as it goes.
+// its newline, or the bound the reader's comments state would be wrong.
 func TestMinRecordLine_ShortestAcceptedLine(t *testing.T) {
 	h := store.ZeroDigest.String()
 	shortest := []byte(`{"hash":"` + h + `","raw":x}`)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // The line reader finds lines inside its read-ahead chunks and copies only
@@ -73,7 +74,10 @@ func TestAheadReader_StalledInputHandsOverDigestedChunk(t *testing.T) {
 	first := bytes.Repeat(line, aheadChunkSize/len(line)) // exactly one chunk
 	rest := bytes.Repeat(line, 10)
 	pr, pw := io.Pipe()
-	lr := newExaminingReader(context.Background(), pr, nil, &examiner{})
+	// A chunk kept back fails the test at this deadline instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lr := newExaminingReader(ctx, pr, nil, &examiner{})
 	defer lr.close()
 	go pw.Write(first) // returns once the reader has taken all of it
 	read := func(n int) {

@@ -231,6 +231,7 @@ func (a *app) bench(ctx context.Context, size int64, parent string, keep bool, r
 		}
 		if c := cpu.Seconds(); c > 0 && (v.CPUSeconds == 0 || c < v.CPUSeconds) {
 			v.CPUSeconds, v.MBperCPUs = c, mb/c
+			v.MBperCPUsBeyondStartup = 0 // never a figure of another run
 			if c > v.StartupCPUSeconds {
 				v.MBperCPUsBeyondStartup = mb / (c - v.StartupCPUSeconds)
 			}

@@ -268,9 +268,10 @@ func TestBench(t *testing.T) {
 	if rep.Verify.Verdict != "sound" || rep.Package.Records == 0 || rep.Verify.MBps <= 0 || rep.SHA256.MBps <= 0 || rep.Verify.PeakRSSBytes <= 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	// The start-up is measured on a package of its own, and is part of
-	// every verification's CPU time.
-	if v := rep.Verify; v.StartupCPUSeconds <= 0 || v.StartupCPUSeconds > v.CPUSeconds || v.MBperCPUsBeyondStartup < v.MBperCPUs {
+	// The start-up is measured on a package of its own; on a busy machine
+	// it can exceed a small package's whole verification, and then no
+	// figure beyond it is given rather than one of another run.
+	if v := rep.Verify; v.StartupCPUSeconds <= 0 || (v.MBperCPUsBeyondStartup != 0 && v.MBperCPUsBeyondStartup < v.MBperCPUs) {
 		t.Fatalf("start-up %+v", v)
 	}
 }

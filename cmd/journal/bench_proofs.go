@@ -89,7 +89,7 @@ func benchProofsPostgres(ctx context.Context, dsn string, n int, o benchjournal.
 	}
 	// The pool traces its statements, so that the report can say where
 	// the slowest proofs spent their time (benchjournal.ProofTail).
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := postgres.PoolConfig(dsn, 0)
 	if err != nil {
 		return nil, usageErrorf("--proofs-postgres: %v", err)
 	}

@@ -119,19 +119,31 @@ type Store struct {
 
 var _ store.Journal = (*Store)(nil)
 
-// Open connects to the database named by dsn (a PostgreSQL URL or keyword
-// DSN, with pgxpool's pool_* settings allowed), migrates its schema and
-// returns a Store that owns the pool.
-func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+// PoolConfig is the pool configuration Open uses for dsn: pgxpool's
+// parsing, with maxConns connections (32 when zero) unless the DSN sets
+// pool_max_conns. A caller that builds its own pool for New, to trace its
+// statements say, starts from it so that its pool is sized as Open's.
+func PoolConfig(dsn string, maxConns int32) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, &store.InvalidArgumentError{Field: "dsn", Detail: err.Error()}
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = opts.MaxConns
+		cfg.MaxConns = maxConns
 		if cfg.MaxConns <= 0 {
 			cfg.MaxConns = 32
 		}
+	}
+	return cfg, nil
+}
+
+// Open connects to the database named by dsn (a PostgreSQL URL or keyword
+// DSN, with pgxpool's pool_* settings allowed), migrates its schema and
+// returns a Store that owns the pool.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := PoolConfig(dsn, opts.MaxConns)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -261,9 +261,9 @@ func (n planNode) offProbe() string {
 }
 
 // TestMigrate_DenseProofIndexesOnExistingLog: a database whose covering
-// indexes were built with the default fillfactor (schema version 7, the
-// log already sealed; one of them packed ahead by its operator) has both
-// packed when a Store opens it, rebuilt smaller, and its proofs are still
+// indexes were built loose (schema version 7, the log already sealed;
+// runs_proof at the default fillfactor, log_leaves at 70) has both packed
+// when a Store opens it, rebuilt smaller, and its proofs are still
 // served from them by index-only scans and still verify with x/mod's tlog;
 // an altered leaf node still fails its proof (the conformance suite holds
 // every store to that, on the packed indexes).
@@ -308,7 +308,8 @@ func TestMigrate_DenseProofIndexesOnExistingLog(t *testing.T) {
 	}
 	storetest.CheckProofStatements(t, s, runs[:64], tree, 1, 1)
 
-	// Opening it again finds both packed and rebuilds nothing.
+	// Opening it again finds both packed, as an operator who packed them
+	// ahead leaves them, and rebuilds nothing.
 	var oid1 uint32
 	if err := testPool(t).QueryRow(ctx, `SELECT relfilenode FROM pg_class WHERE oid = $1::regclass`, schema+".runs_proof").Scan(&oid1); err != nil {
 		t.Fatal(err)

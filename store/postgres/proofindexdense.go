@@ -19,11 +19,13 @@ package postgres
 // setting keeps new pages packed too.
 //
 // Each index is rebuilt only if it is not packed yet, in the migration's
-// transaction, which holds off writes to runs and log_nodes meanwhile:
-// about 6 s at 10^6 sealed runs. An operator of a much larger log can
-// first run, for each index, ALTER INDEX ... SET (fillfactor = 100) and
-// REINDEX INDEX CONCURRENTLY, which blocks no writer; the migration then
-// finds it packed and leaves it.
+// transaction. REINDEX locks the index exclusively until that transaction
+// commits, and every statement on runs or log_nodes locks their indexes
+// when it is planned, so reads of those tables wait as well as writes
+// (another process on the schema included): about 6 s at 10^6 sealed runs.
+// An operator of a much larger log can first run, for each index, ALTER
+// INDEX ... SET (fillfactor = 100) and REINDEX INDEX CONCURRENTLY, which
+// blocks neither; the migration then finds it packed and leaves it.
 const denseProofIndexesSchema = `
 DO $$
 DECLARE

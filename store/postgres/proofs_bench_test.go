@@ -76,7 +76,7 @@ func BenchmarkProofs(b *testing.B) {
 	}
 	// A pool of its own, traced, so that each pass says where its slowest
 	// proofs spent their time (benchjournal.ProofTail).
-	cfg, err := pgxpool.ParseConfig(pgtest.DSN(b))
+	cfg, err := PoolConfig(pgtest.DSN(b), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

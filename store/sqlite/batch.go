@@ -244,14 +244,15 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 	defer rows.Close()
 	for rows.Next() {
 		var at int64
-		var runText, hash sql.RawBytes
+		var runText string // the driver hands TEXT over as a string: no copy into RawBytes
+		var hash sql.RawBytes
 		var seq, epoch, activeAt sql.NullInt64
 		var outcome, sealed sql.NullString
 		var waiting sql.NullBool
 		if err := rows.Scan(&at, &runText, &seq, &hash, &outcome, &sealed, &epoch, &activeAt, &waiting); err != nil {
 			return nil, fmt.Errorf("read runs: %w", err)
 		}
-		if at < 0 || at >= int64(len(order)) || string(runText) != order[at].runText {
+		if at < 0 || at >= int64(len(order)) || runText != order[at].runText {
 			return nil, fmt.Errorf("read runs: unasked run %.40q", runText)
 		}
 		br := &order[at]
