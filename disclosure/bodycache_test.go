@@ -3,6 +3,8 @@ package disclosure
 import (
 	"reflect"
 	"testing"
+
+	"github.com/runseal/runseal/store"
 )
 
 // TestBodyCache_NeverVouchesForOtherBytes decodes a sequence of bodies
@@ -62,5 +64,31 @@ func TestBodyCache_NeverVouchesForOtherBytes(t *testing.T) {
 	}
 	if accepted < 10 || refused < 5 {
 		t.Fatalf("%d accepted, %d refused: the sequence does not exercise both", accepted, refused)
+	}
+}
+
+// TestBodyID_SameRuleAsStore: a body's run and case ids are parsed with
+// ulid directly (bodyID), not through store's parsers; an id the store
+// would not write in that exact spelling (a display prefix, lower case,
+// the zero id, a character outside Crockford base32, a wrong length)
+// must be refused, and one it would must be read as the store reads it.
+func TestBodyID_SameRuleAsStore(t *testing.T) {
+	for _, id := range []string{
+		"01JC0000000000000000000CAS", "run_01JC0000000000000000000CAS", "case_01JC0000000000000000000CAS",
+		"01jc0000000000000000000cas", "00000000000000000000000000", "01JC0000000000000000000CAI",
+		"01JC0000000000000000000CA", "01JC0000000000000000000CASS", "81JC0000000000000000000CAS", "",
+	} {
+		r, rerr := store.ParseRunID(id)
+		storeRun := rerr == nil && r.String() == id && !r.IsZero()
+		c, cerr := store.ParseCaseID(id)
+		storeCase := cerr == nil && c.String() == id && !c.IsZero()
+		got, _, err := decodeRecordBody([]byte(`{"epoch":1,"kind":"Note","run":"` + id + `","seq":1,"v":1}`))
+		if (err == nil) != storeRun || (storeRun && got.Run != r) {
+			t.Errorf("run %q: decoded %v, %v; the store's rule says %v", id, got.Run, err, storeRun)
+		}
+		got, _, err = decodeRecordBody([]byte(`{"case":"` + id + `","epoch":1,"kind":"Note","run":"01JC000000000000000000000A","seq":1,"v":1}`))
+		if (err == nil) != storeCase || (storeCase && got.Case != c) {
+			t.Errorf("case %q: decoded %v, %v; the store's rule says %v", id, got.Case, err, storeCase)
+		}
 	}
 }

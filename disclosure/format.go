@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -77,14 +79,10 @@ func decodeRecordBody(raw []byte) (store.Body, store.Facts, error) {
 // from it only for the very bytes it was decoded and checked from. It
 // changes no result.
 type bodyCache struct {
-	runText  [26]byte
-	run      store.RunID
-	haveRun  bool
-	caseText [26]byte
-	caseID   store.CaseID
-	haveCase bool
-	kinds    [4]string // valid kinds, most recently added at kinds[next-1]
-	next     int
+	run    idMemo[store.RunID]
+	caseID idMemo[store.CaseID]
+	kinds  [4]string // valid kinds, most recently added at kinds[next-1]
+	next   int
 	// concluded are the fields of the last RunConcluded record whose
 	// fields store.ReadFacts accepted, and concludedFacts what it read
 	// from them: a function of the kind and those bytes alone, and Facts
@@ -92,6 +90,38 @@ type bodyCache struct {
 	// one of a few outcomes, so this spares parsing the fields into a tree.
 	concluded      []byte
 	concludedFacts store.Facts
+}
+
+// idMemo is the last id of one body field decoded and checked, with its
+// text: the same 28 bytes again (the quotes and 26 characters, none of them
+// an escape) are that id, parsed and checked before.
+type idMemo[T ~[16]byte] struct {
+	text [26]byte
+	id   T
+	ok   bool
+}
+
+// bodyID decodes the id field v (a JSON string), a run's or a case's,
+// requiring the bare, non-zero ULID in its one upper-case spelling (the
+// rule of store.ParseRunID and ParseCaseID without their display
+// prefixes), through m when it is not nil. It parses with ulid directly
+// rather than through a parse function it is given: a call through a
+// function value makes the string escape, an allocation per id.
+func bodyID[T ~[16]byte](m *idMemo[T], v []byte, field string, fail func(string, ...any)) T {
+	if m != nil && m.ok && len(v) == 28 && v[0] == '"' && bytes.Equal(v[1:27], m.text[:]) {
+		return m.id
+	}
+	s := bodyString(v, field, fail)
+	u, err := ulid.ParseStrict(s)
+	if err != nil || u.String() != s || u == (ulid.ULID{}) {
+		fail("%s %q is not a bare, non-zero ULID", field, s)
+		return T{}
+	}
+	if m != nil {
+		copy(m.text[:], s)
+		m.id, m.ok = T(u), true
+	}
+	return T(u)
 }
 
 // maxConcludedMemo bounds the RunConcluded fields bodyCache keeps.
@@ -170,34 +200,18 @@ func decodeRecord(raw []byte, c *bodyCache, filter func(key, value []byte) bool)
 			b.Step = &n
 		case "run":
 			seen[5] = true
-			if c != nil && c.haveRun && len(v) == 28 && v[0] == '"' && bytes.Equal(v[1:27], c.runText[:]) {
-				b.Run = c.run
-				return
+			var m *idMemo[store.RunID]
+			if c != nil {
+				m = &c.run
 			}
-			s := bodyString(v, "run", fail)
-			r, err := store.ParseRunID(s)
-			if err != nil || r.String() != s || r.IsZero() {
-				fail("run %q is not a bare, non-zero ULID", s)
-			} else if c != nil {
-				copy(c.runText[:], s)
-				c.run, c.haveRun = r, true
-			}
-			b.Run = r
+			b.Run = bodyID(m, v, "run", fail)
 		case "case":
 			seen[0] = true
-			if c != nil && c.haveCase && len(v) == 28 && v[0] == '"' && bytes.Equal(v[1:27], c.caseText[:]) {
-				b.Case = c.caseID
-				return
+			var m *idMemo[store.CaseID]
+			if c != nil {
+				m = &c.caseID
 			}
-			s := bodyString(v, "case", fail)
-			id, err := store.ParseCaseID(s)
-			if err != nil || id.String() != s || id.IsZero() {
-				fail("case %q is not a bare, non-zero ULID", s)
-			} else if c != nil {
-				copy(c.caseText[:], s)
-				c.caseID, c.haveCase = id, true
-			}
-			b.Case = id
+			b.Case = bodyID(m, v, "case", fail)
 		case "phase":
 			seen[4] = true
 			if s := bodyString(v, "phase", fail); s != string(store.Compensating) {
