@@ -312,3 +312,98 @@ func TestKeysMerge_HotCountSurvivesReopen(t *testing.T) {
 		t.Fatalf("the append that brought the hot keys to %d left %d cold and %d hot keys (%d of %d records covered, %d not once): the count restarted on reopen", at, cold, hot, covered, records, notOnce)
 	}
 }
+
+// v5HotKeys makes a file's record_keys_hot what schema version 5 wrote:
+// keyed by (tenant, run, seq), without a rowid.
+const v5HotKeys = `
+CREATE TABLE hot_old(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL, n INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
+INSERT INTO hot_old SELECT tenant, run, seq, id, n FROM record_keys_hot;
+DROP TABLE record_keys_hot;
+ALTER TABLE hot_old RENAME TO record_keys_hot;
+UPDATE meta SET value = '5' WHERE key = 'schema';`
+
+// TestSchemaFiveMigratesHotKeys: a file of schema version 5, with keys in
+// both tables, is migrated when opened: record_keys_hot becomes the table
+// in id order with the same key rows, every record of every run reads back
+// as before (Read, and the scan an export makes), appends go on from each
+// run's head, and a later merge moves the migrated keys like any other.
+func TestSchemaFiveMigratesHotKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	runs := make([]store.RunID, 5)
+	for i := range runs {
+		runs[i] = store.NewRunID()
+	}
+	const at = 40
+	s := open(t, path, Options{mergeKeysAt: at})
+	for round := range 12 { // 12 rounds of 5 appends: one merge, then hot keys left
+		for i, run := range runs {
+			batch := []store.Append{note(run, fmt.Sprint(round))}
+			if i%2 == 1 {
+				batch = append(batch, note(run, "second"))
+			}
+			if _, err := s.Append(ctx, 1, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := scanAll(t, s)
+	s.Close()
+	cold0, hot0, records0, _, _ := keyCounts(t, path)
+	if cold0 == 0 || hot0 == 0 {
+		t.Fatalf("set-up: %d cold and %d hot keys; want both", cold0, hot0)
+	}
+	tamper(t, path, v5HotKeys)
+
+	s = open(t, path, Options{mergeKeysAt: at})
+	if got := scanAll(t, s); !slices.Equal(got, before) {
+		t.Fatalf("scan after migration:\n%v\nbefore:\n%v", got, before)
+	}
+	for i, run := range runs {
+		recs, err := s.Read(ctx, run, 1)
+		if want := 12 * (1 + i%2); err != nil || len(recs) != want {
+			t.Fatalf("run %d after migration reads %d records (%v), want %d", i, len(recs), err, want)
+		}
+	}
+	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != cold0 || hot != hot0 || records != records0 || covered != records || notOnce != 0 {
+		t.Fatalf("keys after migration: %d cold, %d hot (want %d, %d), %d records, %d covered, %d not keyed once", cold, hot, cold0, hot0, records, covered, notOnce)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rowid int
+	var version string
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('record_keys_hot') WHERE name = 'id' AND pk = 1`).Scan(&rowid); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if rowid != 1 || version != fmt.Sprint(SchemaVersion) {
+		t.Fatalf("after migration: record_keys_hot keyed by id: %v; schema %s", rowid == 1, version)
+	}
+	// Enough appends for a merge of the migrated keys with new ones.
+	for round := range at / len(runs) {
+		for _, run := range runs {
+			if recs, err := s.Append(ctx, 1, []store.Append{note(run, fmt.Sprint("after", round))}); err != nil || recs[0].Seq < 13 {
+				t.Fatalf("append after migration: %+v, %v", recs, err)
+			}
+		}
+	}
+	s.Close()
+	cold, hot, records, covered, notOnce := keyCounts(t, path)
+	if cold <= cold0 || hot >= at || covered != records || notOnce != 0 {
+		t.Fatalf("after a merge: %d cold, %d hot keys, %d records, %d covered, %d not keyed once", cold, hot, records, covered, notOnce)
+	}
+	s = open(t, path, Options{})
+	for i, run := range runs {
+		recs, err := s.Read(ctx, run, 1)
+		if want := 12*(1+i%2) + at/len(runs); err != nil || len(recs) != want {
+			t.Fatalf("run %d reads %d records (%v), want %d", i, len(recs), err, want)
+		}
+	}
+}
