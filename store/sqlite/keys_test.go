@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestConformanceKeysMerging(t *testing.T) {
 // keyCounts reads how many key rows each table holds, how many records
 // there are and how many the keys cover, and how many records are covered
 // by other than exactly one key.
-func keyCounts(t *testing.T, path string) (cold, hot, records, covered, notOnce int) {
+func keyCounts(t testing.TB, path string) (cold, hot, records, covered, notOnce int) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	if err != nil {
@@ -405,5 +406,63 @@ func TestSchemaFiveMigratesHotKeys(t *testing.T) {
 		if want := 12*(1+i%2) + at/len(runs); err != nil || len(recs) != want {
 			t.Fatalf("run %d reads %d records (%v), want %d", i, len(recs), err, want)
 		}
+	}
+}
+
+// TestKeyedRecords_PlanReadsRecordsByRowid: every query over keyedRecords
+// reads its keys, the cold ones by their primary key, and each key's
+// records by their range of rowids. Left to itself, SQLite's planner read
+// the hot table's keys and then built an automatic index of the whole
+// records table on (tenant, run) for every read: a read of a run of one
+// record cost a pass over every record of the file.
+func TestKeyedRecords_PlanReadsRecordsByRowid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	s := open(t, path, Options{})
+	run := store.NewRunID()
+	if _, err := s.Append(context.Background(), 1, []store.Append{note(run, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	queries := map[string]struct {
+		query string
+		args  []any
+	}{
+		"read":   {qReadRun, append(twice("default", run.String(), 1, 1), 10)},
+		"epochs": {`SELECT coalesce(max(e), 0) FROM (` + qRunEpochs + `)`, twice("default", run.String())},
+		"scan":   {qScanRecords, append(twice("default", "", 0, "", 0), 10)},
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			rows, err := s.rdb.Query(`EXPLAIN QUERY PLAN `+q.query, q.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, notused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var byRowid, coldByKey int
+			for _, d := range plan {
+				switch {
+				case strings.Contains(d, "AUTOMATIC"), strings.HasPrefix(d, "SCAN r"):
+					t.Errorf("plan step %q reads records other than by the keys' rowid ranges; plan:\n%s", d, strings.Join(plan, "\n"))
+				case strings.HasPrefix(d, "SEARCH r USING INTEGER PRIMARY KEY"):
+					byRowid++
+				case strings.HasPrefix(d, "SEARCH k USING PRIMARY KEY"):
+					coldByKey++
+				}
+			}
+			if byRowid != 2 || coldByKey != 1 {
+				t.Errorf("plan reads records by rowid in %d arms (want 2), cold keys by their key in %d (want 1):\n%s", byRowid, coldByKey, strings.Join(plan, "\n"))
+			}
+		})
 	}
 }
