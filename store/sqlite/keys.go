@@ -54,10 +54,14 @@ import (
 // them into record_keys. A merge rewrites about one leaf of record_keys for
 // each run it holds keys of, so more keys per merge cost fewer bytes per
 // record; every read of a run scans the hot table, so more cost each read
-// more. Measured at 64 appenders of one record each (schema version 5,
-// hot keys keyed by seq, at 768): the bytes written per record fell from
-// about 6,500 to 2,800 (the plain batched ceiling's: about 1,300).
-const mergeKeysAt = 768
+// more (BenchmarkReadRun_HotKeys: about 0.2 us of CPU per hot key on a
+// 2-core machine, against 400-600 us for the whole read of a run of 16
+// records). Measured at 64 appenders of one record each (store bench,
+// 50,000 records, alternating, load 8-9): bytes written per record 3,020
+// with schema version 5's hot table keyed by seq at 768, 2,658 with the
+// hot table in id order at 768, 2,280 at 1536 (the plain batched
+// ceiling's: about 1,300).
+const mergeKeysAt = 1536
 
 // Key statements: one hot key, rowsPerStmt of them, and the merge.
 const (
