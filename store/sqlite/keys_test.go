@@ -466,3 +466,35 @@ func TestKeyedRecords_PlanReadsRecordsByRowid(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendBulk_MergesHotKeys: a bulk append (what a restore writes
+// through) merges the hot keys when they are due, as a group of Appends
+// does. It did not: a restore left every key it wrote in record_keys_hot,
+// which every read of a run scans whole.
+func TestAppendBulk_MergesHotKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	const at = 8
+	s := open(t, path, Options{mergeKeysAt: at})
+	var runs []store.RunID
+	for range 5 {
+		var apps []store.BulkAppend
+		for range 6 {
+			run := store.NewRunID()
+			runs = append(runs, run)
+			apps = append(apps, store.BulkAppend{Epoch: 1, Batch: []store.Append{note(run, "a"), note(run, "b")}})
+		}
+		if _, err := s.AppendBulk(ctx, apps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cold, hot, records, covered, notOnce := keyCounts(t, path)
+	if hot >= at || cold+hot != len(runs) || covered != records || notOnce != 0 {
+		t.Fatalf("after 5 bulk appends of 6 runs: %d cold, %d hot keys (merge due at %d), %d of %d records covered, %d not keyed once", cold, hot, at, covered, records, notOnce)
+	}
+	for _, run := range runs {
+		if recs, err := s.Read(ctx, run, 1); err != nil || len(recs) != 2 {
+			t.Fatalf("run %s reads %d records, %v", run, len(recs), err)
+		}
+	}
+}
