@@ -35,6 +35,20 @@ func TestConformanceKeysMerging(t *testing.T) {
 	}
 }
 
+// queryFile reads one row of one column from the file at path into dst,
+// on a connection of its own.
+func queryFile(t testing.TB, path, query string, dst any) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRow(query).Scan(dst); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
 // keyCounts reads how many key rows each table holds, how many records
 // there are and how many the keys cover, and how many records are covered
 // by other than exactly one key.
@@ -198,19 +212,10 @@ func TestSchemaFourMigratesRecordKeys(t *testing.T) {
 		t.Fatalf("append after migration: %+v, %v", recs, err)
 	}
 	s.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var autoindexes int
 	var version string
-	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records' AND name LIKE 'sqlite_autoindex%'`).Scan(&autoindexes); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
+	queryFile(t, path, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records' AND name LIKE 'sqlite_autoindex%'`, &autoindexes)
+	queryFile(t, path, `SELECT value FROM meta WHERE key = 'schema'`, &version)
 	if autoindexes != 0 || version != fmt.Sprint(SchemaVersion) {
 		t.Fatalf("after migration: %d autoindexes on records, schema %s", autoindexes, version)
 	}
@@ -371,19 +376,10 @@ func TestSchemaFiveMigratesHotKeys(t *testing.T) {
 	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != cold0 || hot != hot0 || records != records0 || covered != records || notOnce != 0 {
 		t.Fatalf("keys after migration: %d cold, %d hot (want %d, %d), %d records, %d covered, %d not keyed once", cold, hot, cold0, hot0, records, covered, notOnce)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var rowid int
 	var version string
-	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('record_keys_hot') WHERE name = 'id' AND pk = 1`).Scan(&rowid); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
+	queryFile(t, path, `SELECT count(*) FROM pragma_table_info('record_keys_hot') WHERE name = 'id' AND pk = 1`, &rowid)
+	queryFile(t, path, `SELECT value FROM meta WHERE key = 'schema'`, &version)
 	if rowid != 1 || version != fmt.Sprint(SchemaVersion) {
 		t.Fatalf("after migration: record_keys_hot keyed by id: %v; schema %s", rowid == 1, version)
 	}
