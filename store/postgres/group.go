@@ -100,6 +100,28 @@ func (s *Store) startCommitters(n int) {
 	})
 }
 
+// groupHooks are the points where tests stand or watch the append group
+// commit (lockorder_test.go): a race between two processes' groups is
+// made to happen, every time, by holding one group where the race is.
+// Tests set them before submitting anything; outside tests they are nil.
+type groupHooks struct {
+	// locked is called when a group that takes the ordinary way holds the
+	// locks of its lock pass and has sent none of its writes, with its
+	// members' runs in run-id order. The group waits for it to return.
+	locked func(runs []store.RunID)
+	// failed is called with the error of every such group's transaction
+	// that failed, in its lock pass or its writes, before the group decides
+	// what it means (a retry, a rewrite row by row, a member's refusal).
+	failed func(err error)
+}
+
+// groupFailed tells the hooks, if any, that a group's transaction failed.
+func (s *Store) groupFailed(err error) {
+	if err != nil && s.hooks != nil && s.hooks.failed != nil {
+		s.hooks.failed(err)
+	}
+}
+
 // enqueueAppend hands an append to the committers and waits for its
 // commit. The wait does not end early when ctx is cancelled: the caller
 // must learn whether its write landed. An append whose ctx is cancelled
@@ -169,7 +191,15 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		return kn.members[i-len(rest)].Req.run
 	}, len(rest)+len(kn.members))
 	if err != nil {
+		s.groupFailed(err)
 		return failAll(pending, err)
+	}
+	if s.hooks != nil && s.hooks.locked != nil {
+		runs := make([]store.RunID, len(pending))
+		for i, m := range pending {
+			runs[i] = m.Req.run
+		}
+		s.hooks.locked(runs)
 	}
 	// Decide each member under its lock; refusals fail alone, now.
 	type member struct {
@@ -233,6 +263,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		written, err = readWritten(rows)
 		return err
 	})
+	s.groupFailed(err)
 	if err == nil {
 		for _, m := range members {
 			if m.epoch == m.r.epoch {

@@ -115,6 +115,8 @@ type Store struct {
 	known    knownRuns // runs' state after this store's last write to them
 	appends  *groupcommit.Queue[*appendReq]
 	seals    *groupcommit.Queue[*sealReq]
+
+	hooks *groupHooks // where tests stand the group commit; nil outside tests
 }
 
 var _ store.Journal = (*Store)(nil)
