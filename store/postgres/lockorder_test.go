@@ -44,8 +44,8 @@ func processPool(t *testing.T, name string) *pgxpool.Pool {
 
 // lockPass stands a store's append group commit where its groups hold the
 // locks of their lock pass, before any write: every such group is reported
-// on passed, and the first hold of them wait there until released. The
-// attempts that fail are kept in failures.
+// on passed, and the first hold of them wait there until released (or the
+// test ends). The group transactions that fail are kept in failures.
 type lockPass struct {
 	passed  chan []store.RunID
 	release chan struct{}
@@ -55,7 +55,7 @@ type lockPass struct {
 	failures []error
 }
 
-func standAtLockPass(s *Store, hold int) *lockPass {
+func standAtLockPass(t *testing.T, s *Store, hold int) *lockPass {
 	p := &lockPass{passed: make(chan []store.RunID, 64), release: make(chan struct{}), hold: hold}
 	s.hooks = &groupHooks{
 		locked: func(runs []store.RunID) {
@@ -74,6 +74,10 @@ func standAtLockPass(s *Store, hold int) *lockPass {
 			p.failures = append(p.failures, err)
 		},
 	}
+	// A test that stops early lets its held groups go, so that closing
+	// the store does not wait for them forever. (Cleanups run last first:
+	// this one before the store's Close.)
+	t.Cleanup(func() { close(p.release) })
 	return p
 }
 
@@ -95,111 +99,139 @@ func (p *lockPass) next(t *testing.T, what string) []store.RunID {
 	}
 }
 
-// TestMixedGroups_OneLockOrderNoDeadlock: two processes' groups over the
-// same two runs, each group mixing a run its process remembers (written by
-// the one-round-trip statement, known.go) with one it does not, must take
-// their locks in one run-id order, so that one waits for the other instead
-// of each holding a run the other waits for.
-//
-// Process A remembers run r1 and not r2, process B r2 and not r1. A's group
-// is held just after its lock pass. B's group must then wait in its own
-// lock pass for A. Before the fix a group locked its ordinary runs first
-// and its remembered runs in a second pass, with the writes: A's lock pass
-// took only r2, B's only r1, B went on to wait for r2 in its writes, and
-// released, A waited for r1 in its own: a deadlock, which PostgreSQL
-// broke after deadlock_timeout by aborting one group (SQLSTATE 40P01), to
-// be retried.
-func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
+// mixedRace is two processes, A and B, of one deployment, and two runs r1
+// and r2 (leased by A) that A remembers r1 and not r2, B r2 and not r1;
+// A's group of an append to each is held past its lock pass.
+type mixedRace struct {
+	a, b         *Store
+	nameA, nameB string // their connections' application_name
+	r1, r2       store.RunID
+	epochs       map[store.RunID]store.Epoch
+	pa, pb       *lockPass
+	results      chan appendResult
+}
+
+type appendResult struct {
+	who  string
+	run  store.RunID
+	recs []store.Record
+	err  error
+}
+
+// startMixedRace sets up a mixedRace whose runs' first records are
+// first(run), and checks that A's group, held past its lock pass, holds
+// the lock of each of its runs.
+func startMixedRace(t *testing.T, first func(run store.RunID) store.Append) *mixedRace {
+	t.Helper()
 	ctx := context.Background()
 	tag := strings.ToLower(ulid.Make().String())
-	nameA, nameB := "lockorder-a-"+tag, "lockorder-b-"+tag
-	a, err := New(ctx, processPool(t, nameA), Options{Schema: "runseal_test", Tenant: freshTenant(), Committers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	b, err := New(ctx, processPool(t, nameB), Options{Schema: "runseal_test", Tenant: a.Tenant(), Committers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-
-	epochs := map[store.RunID]store.Epoch{}
-	lease := func() store.RunID {
-		run := store.NewRunID()
-		l, err := a.Acquire(ctx, run, "worker", time.Hour)
+	m := &mixedRace{nameA: "lockorder-a-" + tag, nameB: "lockorder-b-" + tag, epochs: map[store.RunID]store.Epoch{}, results: make(chan appendResult, 8)}
+	open := func(name, tenant string) *Store {
+		s, err := New(ctx, processPool(t, name), Options{Schema: "runseal_test", Tenant: tenant, Committers: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		epochs[run] = l.Epoch
-		return run
+		t.Cleanup(func() { s.Close() })
+		return s
 	}
-	r1, r2, stallA, stallB := lease(), lease(), lease(), lease()
-	if _, err := a.Append(ctx, epochs[r1], []store.Append{note(r1, "first")}); err != nil {
+	m.a = open(m.nameA, freshTenant())
+	m.b = open(m.nameB, m.a.Tenant())
+	m.r1, m.r2 = m.lease(t), m.lease(t)
+	if _, err := m.a.Append(ctx, m.epochs[m.r1], []store.Append{first(m.r1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Append(ctx, epochs[r2], []store.Append{note(r2, "first")}); err != nil {
+	if _, err := m.b.Append(ctx, m.epochs[m.r2], []store.Append{first(m.r2)}); err != nil {
 		t.Fatal(err)
 	}
-	_, aR1 := a.known.get(r1)
-	_, aR2 := a.known.get(r2)
-	_, bR1 := b.known.get(r1)
-	_, bR2 := b.known.get(r2)
+	_, aR1 := m.a.known.get(m.r1)
+	_, aR2 := m.a.known.get(m.r2)
+	_, bR1 := m.b.known.get(m.r1)
+	_, bR2 := m.b.known.get(m.r2)
 	if !aR1 || aR2 || bR1 || !bR2 {
 		t.Fatalf("A remembers r1 %v, r2 %v; B r1 %v, r2 %v; want A r1 only, B r2 only", aR1, aR2, bR1, bR2)
 	}
-
-	type result struct {
-		who  string
-		run  store.RunID
-		recs []store.Record
-		err  error
-	}
-	results := make(chan result, 6)
-	appendTo := func(who string, s *Store, run store.RunID) {
-		recs, err := s.Append(ctx, epochs[run], []store.Append{note(run, who)})
-		results <- result{who, run, recs, err}
-	}
-	// groupOf makes s's next group the appends to r1 and r2: its one
-	// committer is held at a lone append's lock pass while they queue.
-	groupOf := func(who string, s *Store, p *lockPass, stall store.RunID) {
-		t.Helper()
-		go appendTo(who, s, stall)
-		p.next(t, who+"'s lone append")
-		go appendTo(who, s, r1)
-		go appendTo(who, s, r2)
-		waitFor(t, func() bool { return s.appends.Waiting() == 2 })
-		p.release <- struct{}{}
-		if got := <-results; got.err != nil {
-			t.Fatalf("%s's lone append: %v", who, got.err)
-		}
-	}
-	pa := standAtLockPass(a, 2)
-	pb := standAtLockPass(b, 1)
-	groupOf("A", a, pa, stallA)
-	if runs := pa.next(t, "A's group"); len(runs) != 2 {
+	m.pa = standAtLockPass(t, m.a, 2)
+	m.pb = standAtLockPass(t, m.b, 1)
+	m.groupOf(t, "A", m.a, m.pa, m.lease(t))
+	if runs := m.pa.next(t, "A's group"); len(runs) != 2 {
 		t.Fatalf("A's group is %v, want r1 and r2", runs)
 	}
-	// A's group holds its locks; B's group starts.
-	groupOf("B", b, pb, stallB)
+	// Every run of the group is locked once its lock pass is done: a probe
+	// that skips locked rows finds none of them free.
+	tx, err := testPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `SELECT run FROM runseal_test.leases WHERE tenant = $1 AND run = ANY($2) ORDER BY run FOR UPDATE SKIP LOCKED`,
+		m.a.Tenant(), []string{m.r1.String(), m.r2.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(free) > 0 {
+		t.Errorf("A's group is past its lock pass with run(s) %v of its runs [%s %s] unlocked (r1 is the one A remembers): "+
+			"it locks them in a second pass, with its writes", free, m.r1, m.r2)
+	}
+	return m
+}
+
+// lease leases a new run to A.
+func (m *mixedRace) lease(t *testing.T) store.RunID {
+	t.Helper()
+	run := store.NewRunID()
+	l, err := m.a.Acquire(context.Background(), run, "worker", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.epochs[run] = l.Epoch
+	return run
+}
+
+func (m *mixedRace) appendTo(who string, s *Store, run store.RunID) {
+	recs, err := s.Append(context.Background(), m.epochs[run], []store.Append{note(run, who)})
+	m.results <- appendResult{who, run, recs, err}
+}
+
+// groupOf makes s's next group the appends to r1 and r2: its one committer
+// is held at a lone append's lock pass while they queue.
+func (m *mixedRace) groupOf(t *testing.T, who string, s *Store, p *lockPass, stall store.RunID) {
+	t.Helper()
+	go m.appendTo(who, s, stall)
+	p.next(t, who+"'s lone append")
+	go m.appendTo(who, s, m.r1)
+	go m.appendTo(who, s, m.r2)
+	waitFor(t, func() bool { return s.appends.Waiting() == 2 })
+	p.release <- struct{}{}
+	if got := <-m.results; got.err != nil {
+		t.Fatalf("%s's lone append: %v", who, got.err)
+	}
+}
+
+// waitBlocked waits until one of B's backends waits for one of A's.
+func (m *mixedRace) waitBlocked(t *testing.T) {
+	t.Helper()
 	waitFor(t, func() bool {
 		var n int
-		err := a.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
-			WHERE w.application_name = $1 AND h.application_name = $2`, nameB, nameA).Scan(&n)
+		err := m.a.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
+			WHERE w.application_name = $1 AND h.application_name = $2`, m.nameB, m.nameA).Scan(&n)
 		return err == nil && n > 0
 	})
-	select {
-	case runs := <-pb.passed:
-		t.Errorf("B's group of %v got past its lock pass while A's group, past its own, held its locks: "+
-			"the groups took their runs in two passes, and now B waits in its writes for a run A holds", runs)
-	default:
-	}
-	pa.release <- struct{}{}
+}
 
-	// A's group went first, so B's appends land after A's on both runs.
-	want := map[string]store.Seq{"A": 2, "B": 3}
-	for range 4 {
-		r := <-results
+// collect gathers n appends' results, requires each to land at
+// want[who], and requires that no group transaction of A or B failed.
+func (m *mixedRace) collect(t *testing.T, n int, want map[string]store.Seq) map[store.RunID]store.Record {
+	t.Helper()
+	last := map[store.RunID]store.Record{}
+	for range n {
+		r := <-m.results
 		if r.err != nil {
 			t.Errorf("%s's append to %s: %v", r.who, r.run, r.err)
 			continue
@@ -207,15 +239,81 @@ func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
 		if r.recs[0].Seq != want[r.who] {
 			t.Errorf("%s's append to %s got seq %d, want %d", r.who, r.run, r.recs[0].Seq, want[r.who])
 		}
+		if r.recs[0].Seq > last[r.run].Seq {
+			last[r.run] = r.recs[0]
+		}
 	}
-	for who, p := range map[string]*lockPass{"A": pa, "B": pb} {
+	for who, p := range map[string]*lockPass{"A": m.pa, "B": m.pb} {
 		for _, err := range p.failed() {
 			t.Errorf("%s's group's transaction failed: %v", who, err)
 		}
 	}
-	for _, run := range []store.RunID{r1, r2} {
-		if _, err := a.Verify(ctx, run); err != nil {
-			t.Errorf("chain of %s: %v", run, err)
+	return last
+}
+
+// TestMixedGroups_OneLockOrderNoDeadlock: a group that mixes runs its
+// process remembers (written by the one-round-trip statement, known.go)
+// with others takes every run's lock in its one lock pass, in run-id
+// order, so that another process's writer over the same runs waits for it
+// instead of each holding a run the other waits for.
+//
+// Process A remembers run r1 and not r2, B r2 and not r1, and A's group of
+// appends to both is held just after its lock pass. Before the fix a group
+// locked its ordinary runs in its lock pass and its remembered runs in a
+// second pass, with its writes: A's lock pass took only r2. B's group took
+// only r1 and went on to wait for r2 in its writes; a bulk seal of both
+// took r1 and waited for r2. Released, A waited for r1 in its writes: a
+// deadlock, which PostgreSQL broke after deadlock_timeout by aborting one
+// transaction (SQLSTATE 40P01), to be retried.
+func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
+	t.Run("two processes' groups", func(t *testing.T) {
+		m := startMixedRace(t, func(run store.RunID) store.Append { return note(run, "first") })
+		m.groupOf(t, "B", m.b, m.pb, m.lease(t))
+		m.waitBlocked(t)
+		select {
+		case runs := <-m.pb.passed:
+			t.Errorf("B's group of %v got past its lock pass while A's group, past its own, held its locks: "+
+				"the groups took their runs in two passes, and now B waits in its writes for a run A holds", runs)
+		default:
 		}
-	}
+		m.pa.release <- struct{}{}
+		// A's group went first, so B's appends land after A's on both runs.
+		m.collect(t, 4, map[string]store.Seq{"A": 2, "B": 3})
+		for _, run := range []store.RunID{m.r1, m.r2} {
+			if _, err := m.a.Verify(context.Background(), run); err != nil {
+				t.Errorf("chain of %s: %v", run, err)
+			}
+		}
+	})
+	t.Run("a bulk seal", func(t *testing.T) {
+		m := startMixedRace(t, func(run store.RunID) store.Append { return conclude(run, "succeeded") })
+		type sealResult struct {
+			leaves []store.Digest
+			err    error
+		}
+		sealed := make(chan sealResult, 1)
+		go func() {
+			leaves, err := m.b.SealBulk(context.Background(), []store.BulkSeal{
+				{Run: m.r1, Epoch: m.epochs[m.r1], Outcome: "succeeded"},
+				{Run: m.r2, Epoch: m.epochs[m.r2], Outcome: "succeeded"},
+			})
+			sealed <- sealResult{leaves, err}
+		}()
+		m.waitBlocked(t)
+		m.pa.release <- struct{}{}
+		// A's appends land first; the seal commits to the heads they made.
+		last := m.collect(t, 2, map[string]store.Seq{"A": 2})
+		got := <-sealed
+		if got.err != nil {
+			t.Fatalf("bulk seal: %v", got.err)
+		}
+		for i, run := range []store.RunID{m.r1, m.r2} {
+			if rec, ok := last[run]; ok && got.leaves[i] != rec.Hash {
+				t.Errorf("%s sealed with leaf %s, want the head A's append made, %s", run, got.leaves[i], rec.Hash)
+			}
+			if _, err := m.a.Verify(context.Background(), run); err != nil {
+				t.Errorf("sealed run %s: %v", run, err)
+			}
+		}
+	})
 }
