@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -357,13 +358,27 @@ func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
 
 // queueRuns queues what queueMany writes besides the records: admission
 // claims and run rows.
+//
+// The claims go in key order, whatever the order of the runs claiming
+// them: a claim waits for another transaction's uncommitted claim of the
+// same key, so two transactions (two processes' groups) claiming keys in
+// crossing orders could each hold a key the other waits for, a deadlock
+// PostgreSQL breaks only after deadlock_timeout.
 func (s *Store) queueRuns(plans []*appendPlan, b *pgx.Batch) {
+	type claim struct{ key, run string }
+	var claims []claim
+	for _, p := range plans {
+		for _, k := range p.claims {
+			claims = append(claims, claim{k, p.run.String()})
+		}
+	}
+	slices.SortFunc(claims, func(x, y claim) int { return strings.Compare(x.key, y.key) })
+	for _, c := range claims {
+		b.Queue(s.q.claimAdmission, s.tenant, c.key, c.run)
+	}
 	var newRuns, upRuns runRows
 	for _, p := range plans {
 		id := p.run.String()
-		for _, k := range p.claims {
-			b.Queue(s.q.claimAdmission, s.tenant, k, id)
-		}
 		if p.exists {
 			upRuns.add(id, p)
 		} else {

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,18 +201,30 @@ func (m *mixedRace) appendTo(who string, s *Store, run store.RunID) {
 	m.results <- appendResult{who, run, recs, err}
 }
 
-// groupOf makes s's next group the appends to r1 and r2: its one committer
-// is held at a lone append's lock pass while they queue.
+// groupOf makes s's next group the appends to r1 and r2.
 func (m *mixedRace) groupOf(t *testing.T, who string, s *Store, p *lockPass, stall store.RunID) {
 	t.Helper()
-	go m.appendTo(who, s, stall)
+	formGroup(t, who, s, p, func() error {
+		_, err := s.Append(context.Background(), m.epochs[stall], []store.Append{note(stall, who)})
+		return err
+	}, func() { m.appendTo(who, s, m.r1) }, func() { m.appendTo(who, s, m.r2) })
+}
+
+// formGroup makes s's next group the appends that members submit, each in
+// a goroutine of its own: s's one committer is held at the lock pass of
+// the lone append that lone submits while they queue.
+func formGroup(t *testing.T, who string, s *Store, p *lockPass, lone func() error, members ...func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- lone() }()
 	p.next(t, who+"'s lone append")
-	go m.appendTo(who, s, m.r1)
-	go m.appendTo(who, s, m.r2)
-	waitFor(t, func() bool { return s.appends.Waiting() == 2 })
+	for _, submit := range members {
+		go submit()
+	}
+	waitFor(t, func() bool { return s.appends.Waiting() == len(members) })
 	p.release <- struct{}{}
-	if got := <-m.results; got.err != nil {
-		t.Fatalf("%s's lone append: %v", who, got.err)
+	if err := <-done; err != nil {
+		t.Fatalf("%s's lone append: %v", who, err)
 	}
 }
 
@@ -316,4 +330,130 @@ func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock: a group claims its
+// members' admission keys in key order, whatever the order of the runs
+// claiming them. A claim waits for another transaction's uncommitted claim
+// of the same key, so two processes' groups that claim keys in crossing
+// orders (duplicate deliveries of two starts, to two processes at once)
+// would each hold a key the other waits for: a deadlock, which PostgreSQL
+// breaks after deadlock_timeout (SQLSTATE 40P01).
+//
+// A's group claims k2 (for its lower run) and k1; B's claims k1 (for its
+// lowest run), k0 and k2. In run order, B claims k1 and waits at k0, which
+// another transaction holds; A claims k2 and waits at k1 for B; freed, B
+// waits at k2 for A. In key order B waits at k0 holding no key, and A
+// claims both of its keys and commits.
+func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
+	ctx := context.Background()
+	tag := strings.ToLower(ulid.Make().String())
+	nameA, nameB := "claimorder-a-"+tag, "claimorder-b-"+tag
+	open := func(name, tenant string) *Store {
+		s, err := New(ctx, processPool(t, name), Options{Schema: "runseal_test", Tenant: tenant, Committers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := open(nameA, freshTenant())
+	b := open(nameB, a.Tenant())
+	epochs := map[store.RunID]store.Epoch{}
+	runs := func(n int) []store.RunID {
+		out := make([]store.RunID, n)
+		for i := range out {
+			out[i] = store.NewRunID()
+			l, err := a.Acquire(ctx, out[i], "worker", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			epochs[out[i]] = l.Epoch
+		}
+		slices.SortFunc(out, func(x, y store.RunID) int { return strings.Compare(x.String(), y.String()) })
+		return out
+	}
+	ra, rb := runs(2), runs(3)
+	k0, k1, k2 := "k0-"+tag, "k1-"+tag, "k2-"+tag
+	admit := func(run store.RunID, key string) []store.Append {
+		return []store.Append{{Run: run, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"` + key + `"}`)}}
+	}
+	type result struct {
+		run store.RunID
+		err error
+	}
+	results := make(chan result, 5)
+	var finished atomic.Int32
+	submit := func(s *Store, run store.RunID, key string) func() {
+		return func() {
+			_, err := s.Append(ctx, epochs[run], admit(run, key))
+			finished.Add(1)
+			results <- result{run, err}
+		}
+	}
+	lone := func(s *Store) func() error {
+		run := runs(1)[0]
+		return func() error {
+			_, err := s.Append(ctx, epochs[run], []store.Append{note(run, "lone")})
+			return err
+		}
+	}
+	blockedBy := func(waiter, holder string) bool {
+		var n int
+		err := testPool(t).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
+			WHERE w.application_name = $1 AND h.application_name = $2`, waiter, holder).Scan(&n)
+		return err == nil && n > 0
+	}
+
+	// Another transaction holds k0, uncommitted.
+	tx, err := testPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	nameT := "claimorder-t-" + tag
+	if _, err := tx.Exec(ctx, `SELECT set_config('application_name', $1, true)`, nameT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO runseal_test.admissions(tenant, key, run, claimed_at) VALUES($1, $2, $3, clock_timestamp())`, a.Tenant(), k0, rb[1].String()); err != nil {
+		t.Fatal(err)
+	}
+	pa := standAtLockPass(t, a, 2)
+	pb := standAtLockPass(t, b, 2)
+	formGroup(t, "A", a, pa, lone(a), submit(a, ra[0], k2), submit(a, ra[1], k1))
+	pa.next(t, "A's group")
+	formGroup(t, "B", b, pb, lone(b), submit(b, rb[0], k1), submit(b, rb[1], k0), submit(b, rb[2], k2))
+	pb.next(t, "B's group")
+	pb.release <- struct{}{}
+	waitFor(t, func() bool { return blockedBy(nameB, nameT) })
+	pa.release <- struct{}{}
+	waitFor(t, func() bool { return finished.Load() == 2 || blockedBy(nameA, nameB) })
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A's group committed first: B's claims of k1 and k2 are refused, its
+	// claim of k0 lands.
+	holder := map[string]store.RunID{k1: ra[1], k2: ra[0]}
+	refusedKey := map[store.RunID]string{rb[0]: k1, rb[2]: k2}
+	for range 5 {
+		r := <-results
+		key, refused := refusedKey[r.run]
+		var de *store.DuplicateAdmissionError
+		switch {
+		case !refused && r.err != nil:
+			t.Errorf("append to %s: %v", r.run, r.err)
+		case refused && (!errors.As(r.err, &de) || de.Key != key || de.Holder != holder[key]):
+			t.Errorf("append to %s: %v; want key %q refused, held by %s", r.run, r.err, key, holder[key])
+		}
+	}
+	// (Transactions refused for a taken key are expected: they are how
+	// the losing claims find out.)
+	for who, p := range map[string]*lockPass{"A": pa, "B": pb} {
+		for _, err := range p.failed() {
+			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "40P01" {
+				t.Errorf("%s's group's transaction failed: %v", who, err)
+			}
+		}
+	}
 }
