@@ -44,6 +44,27 @@ func processPool(t *testing.T, name string) *pgxpool.Pool {
 	return p
 }
 
+// processStore opens a handle, with one committer, on tenant of the test
+// schema through a processPool of its own named name.
+func processStore(t *testing.T, name, tenant string) *Store {
+	t.Helper()
+	s, err := New(context.Background(), processPool(t, name), Options{Schema: "runseal_test", Tenant: tenant, Committers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// waits reports whether a backend whose application_name is waiter waits
+// for a lock that one named holder holds.
+func waits(t *testing.T, waiter, holder string) bool {
+	var n int
+	err := testPool(t).QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
+		WHERE w.application_name = $1 AND h.application_name = $2`, waiter, holder).Scan(&n)
+	return err == nil && n > 0
+}
+
 // lockPass stands a store's append group commit where its groups hold the
 // locks of their lock pass, before any write: every such group is reported
 // on passed, and the first hold of them wait there until released (or the
@@ -128,16 +149,8 @@ func startMixedRace(t *testing.T, first func(run store.RunID) store.Append) *mix
 	ctx := context.Background()
 	tag := strings.ToLower(ulid.Make().String())
 	m := &mixedRace{nameA: "lockorder-a-" + tag, nameB: "lockorder-b-" + tag, epochs: map[store.RunID]store.Epoch{}, results: make(chan appendResult, 8)}
-	open := func(name, tenant string) *Store {
-		s, err := New(ctx, processPool(t, name), Options{Schema: "runseal_test", Tenant: tenant, Committers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	m.a = open(m.nameA, freshTenant())
-	m.b = open(m.nameB, m.a.Tenant())
+	m.a = processStore(t, m.nameA, freshTenant())
+	m.b = processStore(t, m.nameB, m.a.Tenant())
 	m.r1, m.r2 = m.lease(t), m.lease(t)
 	if _, err := m.a.Append(ctx, m.epochs[m.r1], []store.Append{first(m.r1)}); err != nil {
 		t.Fatal(err)
@@ -228,17 +241,6 @@ func formGroup(t *testing.T, who string, s *Store, p *lockPass, lone func() erro
 	}
 }
 
-// waitBlocked waits until one of B's backends waits for one of A's.
-func (m *mixedRace) waitBlocked(t *testing.T) {
-	t.Helper()
-	waitFor(t, func() bool {
-		var n int
-		err := m.a.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
-			WHERE w.application_name = $1 AND h.application_name = $2`, m.nameB, m.nameA).Scan(&n)
-		return err == nil && n > 0
-	})
-}
-
 // collect gathers n appends' results, requires each to land at
 // want[who], and requires that no group transaction of A or B failed.
 func (m *mixedRace) collect(t *testing.T, n int, want map[string]store.Seq) map[store.RunID]store.Record {
@@ -283,7 +285,7 @@ func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
 	t.Run("two processes' groups", func(t *testing.T) {
 		m := startMixedRace(t, func(run store.RunID) store.Append { return note(run, "first") })
 		m.groupOf(t, "B", m.b, m.pb, m.lease(t))
-		m.waitBlocked(t)
+		waitFor(t, func() bool { return waits(t, m.nameB, m.nameA) })
 		select {
 		case runs := <-m.pb.passed:
 			t.Errorf("B's group of %v got past its lock pass while A's group, past its own, held its locks: "+
@@ -313,7 +315,7 @@ func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
 			})
 			sealed <- sealResult{leaves, err}
 		}()
-		m.waitBlocked(t)
+		waitFor(t, func() bool { return waits(t, m.nameB, m.nameA) })
 		m.pa.release <- struct{}{}
 		// A's appends land first; the seal commits to the heads they made.
 		last := m.collect(t, 2, map[string]store.Seq{"A": 2})
@@ -349,16 +351,8 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 	ctx := context.Background()
 	tag := strings.ToLower(ulid.Make().String())
 	nameA, nameB := "claimorder-a-"+tag, "claimorder-b-"+tag
-	open := func(name, tenant string) *Store {
-		s, err := New(ctx, processPool(t, name), Options{Schema: "runseal_test", Tenant: tenant, Committers: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := open(nameA, freshTenant())
-	b := open(nameB, a.Tenant())
+	a := processStore(t, nameA, freshTenant())
+	b := processStore(t, nameB, a.Tenant())
 	epochs := map[store.RunID]store.Epoch{}
 	runs := func(n int) []store.RunID {
 		out := make([]store.RunID, n)
@@ -398,12 +392,6 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 			return err
 		}
 	}
-	blockedBy := func(waiter, holder string) bool {
-		var n int
-		err := testPool(t).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity h ON h.pid = ANY(pg_blocking_pids(w.pid))
-			WHERE w.application_name = $1 AND h.application_name = $2`, waiter, holder).Scan(&n)
-		return err == nil && n > 0
-	}
 
 	// Another transaction holds k0, uncommitted.
 	tx, err := testPool(t).Begin(ctx)
@@ -425,9 +413,9 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 	formGroup(t, "B", b, pb, lone(b), submit(b, rb[0], k1), submit(b, rb[1], k0), submit(b, rb[2], k2))
 	pb.next(t, "B's group")
 	pb.release <- struct{}{}
-	waitFor(t, func() bool { return blockedBy(nameB, nameT) })
+	waitFor(t, func() bool { return waits(t, nameB, nameT) })
 	pa.release <- struct{}{}
-	waitFor(t, func() bool { return finished.Load() == 2 || blockedBy(nameA, nameB) })
+	waitFor(t, func() bool { return finished.Load() == 2 || waits(t, nameA, nameB) })
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
