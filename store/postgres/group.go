@@ -226,6 +226,13 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	wb := &pgx.Batch{}
 	careful = careful || len(members) == 1
 	if careful {
+		// The members' admission keys are claimed in key order here too
+		// (see queueRuns): the members go in the order of their first
+		// claim, those claiming none first. (A member's own claims keep
+		// its records' order.)
+		slices.SortStableFunc(members, func(x, y member) int {
+			return strings.Compare(firstClaim(x.plan), firstClaim(y.plan))
+		})
 		for k := range members {
 			members[k].first = len(wb.QueuedQueries)
 			members[k].refused = s.queue(members[k].plan, wb)
@@ -310,6 +317,14 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		members[culprit].m.Answer(mErr)
 	}
 	return retry, mErr
+}
+
+// firstClaim is the first admission key p claims, "" if none.
+func firstClaim(p *appendPlan) string {
+	if len(p.claims) == 0 {
+		return ""
+	}
+	return p.claims[0]
 }
 
 // failAll answers every member with err, unless err says the attempt may

@@ -67,25 +67,27 @@ func waits(t *testing.T, waiter, holder string) bool {
 
 // lockPass stands a store's append group commit where its groups hold the
 // locks of their lock pass, before any write: every such group is reported
-// on passed, and the first hold of them wait there until released (or the
-// test ends). The group transactions that fail are kept in failures.
+// on passed, and those whose turn (counted from 1) is in hold wait there
+// until released (or the test ends). The group transactions that fail are
+// kept in failures.
 type lockPass struct {
 	passed  chan []store.RunID
 	release chan struct{}
 
 	mu       sync.Mutex
-	hold     int
+	calls    int
+	hold     []int
 	failures []error
 }
 
-func standAtLockPass(t *testing.T, s *Store, hold int) *lockPass {
+func standAtLockPass(t *testing.T, s *Store, hold ...int) *lockPass {
 	p := &lockPass{passed: make(chan []store.RunID, 64), release: make(chan struct{}), hold: hold}
 	s.hooks = &groupHooks{
 		locked: func(runs []store.RunID) {
 			p.passed <- runs
 			p.mu.Lock()
-			wait := p.hold > 0
-			p.hold--
+			p.calls++
+			wait := slices.Contains(p.hold, p.calls)
 			p.mu.Unlock()
 			if wait {
 				<-p.release
@@ -165,7 +167,7 @@ func startMixedRace(t *testing.T, first func(run store.RunID) store.Append) *mix
 	if !aR1 || aR2 || bR1 || !bR2 {
 		t.Fatalf("A remembers r1 %v, r2 %v; B r1 %v, r2 %v; want A r1 only, B r2 only", aR1, aR2, bR1, bR2)
 	}
-	m.pa = standAtLockPass(t, m.a, 2)
+	m.pa = standAtLockPass(t, m.a, 1, 2)
 	m.pb = standAtLockPass(t, m.b, 1)
 	m.groupOf(t, "A", m.a, m.pa, m.lease(t))
 	if runs := m.pa.next(t, "A's group"); len(runs) != 2 {
@@ -336,21 +338,33 @@ func TestMixedGroups_OneLockOrderNoDeadlock(t *testing.T) {
 
 // TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock: a group claims its
 // members' admission keys in key order, whatever the order of the runs
-// claiming them. A claim waits for another transaction's uncommitted claim
-// of the same key, so two processes' groups that claim keys in crossing
-// orders (duplicate deliveries of two starts, to two processes at once)
-// would each hold a key the other waits for: a deadlock, which PostgreSQL
-// breaks after deadlock_timeout (SQLSTATE 40P01).
+// claiming them, whether it writes its members with multi-row statements
+// or row by row (after a refusal). A claim waits for another
+// transaction's uncommitted claim of the same key, so two processes'
+// groups that claim keys in crossing orders (duplicate deliveries of two
+// starts, to two processes at once) would each hold a key the other waits
+// for: a deadlock, which PostgreSQL breaks after deadlock_timeout
+// (SQLSTATE 40P01).
 //
-// A's group claims k2 (for its lower run) and k1; B's claims k1 (for its
-// lowest run), k0 and k2. In run order, B claims k1 and waits at k0, which
-// another transaction holds; A claims k2 and waits at k1 for B; freed, B
-// waits at k2 for A. In key order B waits at k0 holding no key, and A
-// claims both of its keys and commits.
+// A's group claims k1 and k2; B's claims k2 (for its lowest run), k0 and
+// k1. In run order, B claims k2 and waits at k0, which another transaction
+// holds; A claims k1 and waits at k2 for B; freed, B waits at k1 for A. In
+// key order B waits at k0 holding no key, and A claims both of its keys
+// and commits.
 func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
+	t.Run("multi-row statements", func(t *testing.T) { crossingClaims(t, false) })
+	t.Run("row by row", func(t *testing.T) { crossingClaims(t, true) })
+}
+
+// crossingClaims is TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock;
+// rowByRow gives B's group a fourth member whose key is taken already, so
+// that its first attempt is refused and the group is written row by row,
+// and holds B's third attempt: the other three, after that member's
+// refusal.
+func crossingClaims(t *testing.T, rowByRow bool) {
 	ctx := context.Background()
 	tag := strings.ToLower(ulid.Make().String())
-	nameA, nameB := "claimorder-a-"+tag, "claimorder-b-"+tag
+	nameA, nameB, nameT := "claimorder-a-"+tag, "claimorder-b-"+tag, "claimorder-t-"+tag
 	a := processStore(t, nameA, freshTenant())
 	b := processStore(t, nameB, a.Tenant())
 	epochs := map[store.RunID]store.Epoch{}
@@ -367,21 +381,33 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 		slices.SortFunc(out, func(x, y store.RunID) int { return strings.Compare(x.String(), y.String()) })
 		return out
 	}
-	ra, rb := runs(2), runs(3)
-	k0, k1, k2 := "k0-"+tag, "k1-"+tag, "k2-"+tag
 	admit := func(run store.RunID, key string) []store.Append {
 		return []store.Append{{Run: run, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"` + key + `"}`)}}
 	}
+	ra, rb := runs(2), runs(3)
+	k0, k1, k2 := "k0-"+tag, "k1-"+tag, "k2-"+tag
+	// B's claims of k2 and k1 lose to A's, and of the taken key to its
+	// holder; its claim of k0 lands.
+	holder := map[string]store.RunID{k1: ra[0], k2: ra[1]}
+	refusedKey := map[store.RunID]string{rb[0]: k2, rb[2]: k1}
+	taken := "a-taken-" + tag // before k0, k1, k2 in key order
+	if rowByRow {
+		rx := runs(1)[0]
+		if _, err := a.Append(ctx, epochs[rx], admit(rx, taken)); err != nil {
+			t.Fatal(err)
+		}
+		holder[taken] = rx
+	}
+
 	type result struct {
 		run store.RunID
 		err error
 	}
-	results := make(chan result, 5)
-	var finished atomic.Int32
-	submit := func(s *Store, run store.RunID, key string) func() {
+	results := make(chan result, 6)
+	submit := func(s *Store, done *atomic.Int32, run store.RunID, key string) func() {
 		return func() {
 			_, err := s.Append(ctx, epochs[run], admit(run, key))
-			finished.Add(1)
+			done.Add(1)
 			results <- result{run, err}
 		}
 	}
@@ -392,6 +418,26 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 			return err
 		}
 	}
+	var aDone, bDone atomic.Int32
+	bGroup := []func(){submit(b, &bDone, rb[0], k2), submit(b, &bDone, rb[1], k0), submit(b, &bDone, rb[2], k1)}
+	bHold := []int{1, 2}
+	if rowByRow {
+		rt := runs(1)[0]
+		refusedKey[rt] = taken
+		bGroup = append(bGroup, submit(b, &bDone, rt, taken))
+		bHold = []int{1, 4}
+	}
+	pa := standAtLockPass(t, a, 1, 2)
+	pb := standAtLockPass(t, b, bHold...)
+	formGroup(t, "A", a, pa, lone(a), submit(a, &aDone, ra[0], k1), submit(a, &aDone, ra[1], k2))
+	pa.next(t, "A's group")
+	formGroup(t, "B", b, pb, lone(b), bGroup...)
+	pb.next(t, "B's group")
+	if rowByRow {
+		pb.next(t, "B's group row by row")
+		pb.next(t, "B's group row by row, after the taken key's refusal")
+		waitFor(t, func() bool { return bDone.Load() == 1 }) // the taken key's refusal, checked below
+	}
 
 	// Another transaction holds k0, uncommitted.
 	tx, err := testPool(t).Begin(ctx)
@@ -399,32 +445,21 @@ func TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	nameT := "claimorder-t-" + tag
 	if _, err := tx.Exec(ctx, `SELECT set_config('application_name', $1, true)`, nameT); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO runseal_test.admissions(tenant, key, run, claimed_at) VALUES($1, $2, $3, clock_timestamp())`, a.Tenant(), k0, rb[1].String()); err != nil {
 		t.Fatal(err)
 	}
-	pa := standAtLockPass(t, a, 2)
-	pb := standAtLockPass(t, b, 2)
-	formGroup(t, "A", a, pa, lone(a), submit(a, ra[0], k2), submit(a, ra[1], k1))
-	pa.next(t, "A's group")
-	formGroup(t, "B", b, pb, lone(b), submit(b, rb[0], k1), submit(b, rb[1], k0), submit(b, rb[2], k2))
-	pb.next(t, "B's group")
 	pb.release <- struct{}{}
 	waitFor(t, func() bool { return waits(t, nameB, nameT) })
 	pa.release <- struct{}{}
-	waitFor(t, func() bool { return finished.Load() == 2 || waits(t, nameA, nameB) })
+	waitFor(t, func() bool { return aDone.Load() == 2 || waits(t, nameA, nameB) })
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	// A's group committed first: B's claims of k1 and k2 are refused, its
-	// claim of k0 lands.
-	holder := map[string]store.RunID{k1: ra[1], k2: ra[0]}
-	refusedKey := map[store.RunID]string{rb[0]: k1, rb[2]: k2}
-	for range 5 {
+	for range 2 + len(bGroup) {
 		r := <-results
 		key, refused := refusedKey[r.run]
 		var de *store.DuplicateAdmissionError
