@@ -22,8 +22,10 @@ import (
 // the group. Throughput comes from sharing the commit, not from weaker
 // durability: every append still returns only after its COMMIT.
 //
-// A group takes its runs' locks in run-id order, as every writer does, so
-// groups in different processes cannot deadlock. A member refused under the
+// A group takes all its runs' locks in one pass, in run-id order, as every
+// writer does, and claims its admission keys in key order, so groups in
+// different processes cannot deadlock (TestMixedGroups_OneLockOrderNoDeadlock,
+// TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock). A member refused under the
 // lock (fenced, sealed, invalid) fails alone before anything is written; a
 // member whose write violates a constraint (a duplicate effect or admission
 // key) aborts the transaction, gets its refusal, and the rest of the group
