@@ -125,8 +125,8 @@ func (p *lockPass) next(t *testing.T, what string) []store.RunID {
 }
 
 // mixedRace is two processes, A and B, of one deployment, and two runs r1
-// and r2 (leased by A) that A remembers r1 and not r2, B r2 and not r1;
-// A's group of an append to each is held past its lock pass.
+// and r2 (leased by A), of which A remembers r1 only and B r2 only; A's
+// group of an append to each is held past its lock pass.
 type mixedRace struct {
 	a, b         *Store
 	nameA, nameB string // their connections' application_name
