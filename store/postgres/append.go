@@ -262,6 +262,10 @@ func (s *Store) planAppend(l locked, run store.RunID, epoch store.Epoch, batch [
 		}
 		wait = r.Facts.Suspension // the last record decides: any progress clears a wait
 	}
+	// Claimed in key order, whatever the records' order, like a group's
+	// claims (queueRuns): a claim waits for another transaction's claim of
+	// the same key, so crossing orders could deadlock.
+	slices.Sort(p.claims)
 	last := prepared[len(prepared)-1]
 	p.headSeq, p.headHash = int64(last.Seq), last.Hash[:]
 	if wait != nil {
@@ -302,10 +306,10 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 			st.effect = r.EffectKey
 		}
 		stmts = append(stmts, st)
-		if a := r.Facts.Admission; a != nil && a.Key != "" {
-			b.Queue(s.q.claimAdmission, s.tenant, a.Key, id)
-			stmts = append(stmts, stmt{key: a.Key})
-		}
+	}
+	for _, k := range p.claims { // in key order (see planAppend)
+		b.Queue(s.q.claimAdmission, s.tenant, k, id)
+		stmts = append(stmts, stmt{key: k})
 	}
 	if p.exists {
 		b.Queue(s.q.updateRun, s.tenant, id, p.headSeq, p.headHash, p.source, p.outcome, p.awaiting, p.event, p.until)

@@ -480,3 +480,39 @@ func crossingClaims(t *testing.T, rowByRow bool) {
 		}
 	}
 }
+
+// TestOneBatchTwoClaims_KeyOrder: a batch that claims two admission keys
+// claims them in key order, whatever its records' order, written row by
+// row (AppendAtomic, a group after a refusal) or with a group's multi-row
+// statements. In its records' order it could cross another transaction's
+// claims of the same keys in key order, and the two would deadlock.
+func TestOneBatchTwoClaims_KeyOrder(t *testing.T) {
+	s := &Store{q: newQueries("runseal_test"), tenant: "t"}
+	run := store.NewRunID()
+	admit := func(key string) store.Append {
+		return store.Append{Run: run, Kind: store.KindRunAdmitted, Fields: []byte(`{"admission_key":"` + key + `"}`)}
+	}
+	p, err := s.planAppend(locked{}, run, 1, []store.Append{admit("k2"), admit("k1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		queue func(b *pgx.Batch)
+	}{
+		{"row by row", func(b *pgx.Batch) { s.queue(p, b) }},
+		{"multi-row", func(b *pgx.Batch) { s.queueMany([]*appendPlan{p}, b) }},
+	} {
+		b := &pgx.Batch{}
+		tc.queue(b)
+		var keys []string
+		for _, q := range b.QueuedQueries {
+			if q.SQL == s.q.claimAdmission {
+				keys = append(keys, q.Arguments[1].(string))
+			}
+		}
+		if !slices.Equal(keys, []string{"k1", "k2"}) {
+			t.Errorf("%s: claims %v, want [k1 k2]", tc.name, keys)
+		}
+	}
+}
