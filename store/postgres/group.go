@@ -229,9 +229,10 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	careful = careful || len(members) == 1
 	if careful {
 		// The members' admission keys are claimed in key order here too
-		// (see queueRuns): the members go in the order of their first
-		// claim, those claiming none first. (A member's own claims keep
-		// its records' order.)
+		// (see queueRuns): the members go in the order of their least
+		// claim, those claiming none first, and each claims its keys in
+		// key order (planAppend). Only members claiming several keys
+		// each could still interleave them.
 		slices.SortStableFunc(members, func(x, y member) int {
 			return strings.Compare(firstClaim(x.plan), firstClaim(y.plan))
 		})
@@ -321,7 +322,8 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	return retry, mErr
 }
 
-// firstClaim is the first admission key p claims, "" if none.
+// firstClaim is the least admission key p claims (planAppend sorts
+// them), "" if none.
 func firstClaim(p *appendPlan) string {
 	if len(p.claims) == 0 {
 		return ""
