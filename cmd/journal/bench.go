@@ -77,18 +77,19 @@ type benchOptions struct {
 	throughput    bool
 	asJSON        bool
 	keep          bool
-	sealed        bool   // also measure the journal through store/sealed
-	pipelined     bool   // also measure the journal with its WAL flush pipelined
-	eraseRecords  int    // with sealed: erase a case of this many records (bench_erase.go)
-	http          bool   // drive journal serve over loopback instead (httpbench.go)
-	serveProfile  string // with http: the serve child's CPU profile file
-	restoreRuns   int    // --restore N (bench_restore.go)
-	restorePG     string // --restore-postgres DSN
-	proofsPG      string // --proofs-postgres DSN (bench_proofs.go)
-	proofSamples  int    // proofs of each kind per pass (hidden; tests use few)
-	proofServed   int    // inclusion proofs served before the measured pass (bench_proofs.go)
-	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
-	rounds        int    // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
+	sealed        bool              // also measure the journal through store/sealed
+	pipelined     bool              // also measure the journal with its WAL flush pipelined
+	eraseRecords  int               // with sealed: erase a case of this many records (bench_erase.go)
+	http          bool              // drive journal serve over loopback instead (httpbench.go)
+	serveProfile  string            // with http: the serve child's CPU profile file
+	restoreRuns   int               // --restore N (bench_restore.go)
+	restorePG     string            // --restore-postgres DSN
+	proofsPG      string            // --proofs-postgres DSN (bench_proofs.go)
+	proofSamples  int               // proofs of each kind per pass (hidden; tests use few)
+	proofServed   int               // inclusion proofs served before the measured pass (bench_proofs.go)
+	proofsCold    proofsColdOptions // --proofs-cold and its kin (bench_proofs.go)
+	tessera       string            // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
+	rounds        int               // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -206,6 +207,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.proofsPG != "" && o.proofs == 0 {
 				return usageErrorf("--proofs-postgres needs --proofs N")
 			}
+			if err := o.proofsCold.validate(&o); err != nil {
+				return err
+			}
 			if o.http {
 				if !cmd.Flags().Changed("concurrency") {
 					o.concurrency = []int{64, 512}
@@ -232,6 +236,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	_ = f.MarkHidden("proof-samples")
 	f.IntVar(&o.proofServed, "proofs-served", proofsServed, "with --proofs, inclusion proofs of other runs served unmeasured before the second pass, as a long-running server has")
 	f.StringVar(&o.proofsPG, "proofs-postgres", "", "with --proofs, also measure them on a tenant of this PostgreSQL database")
+	o.proofsCold.flags(f)
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.pipelined, "pipelined", false, "also measure the journal with its WAL flush pipelined (sqlite.Options.PipelineFlush), beside the batched ceiling; not judged")
 	f.BoolVar(&o.sealed, "sealed", false, "also measure the journal through store/sealed (a fresh file key ring, or the one --keyring names)")
@@ -313,7 +318,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	if o.proofs > 0 {
 		progress("proofs from a log of %d sealed runs", o.proofs)
-		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofServed, o.proofsPG, o.keep); err != nil {
+		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofServed, o.proofsPG, o.keep, o.proofsCold); err != nil {
 			return err
 		}
 	}
