@@ -210,7 +210,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		n = 2
 	}
 	s.startCommitters(n)
-	s.startWarm(opts.NoWarm)
+	s.startWarm(opts)
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +52,9 @@ type WarmReport struct {
 	Pages, Buffered int64
 	// NodeCache is whether the node cache was filled for the log's size.
 	NodeCache bool
-	// Took is how long the warm ran.
-	Took time.Duration
+	// Took is how long the warm ran, Indexes how long of that it read the
+	// indexes and tables before the node cache's fill.
+	Took, Indexes time.Duration
 	// Fallback is why pg_prewarm was not used (nil: it was, or the warm
 	// did not get that far).
 	Fallback error
@@ -64,6 +66,9 @@ type WarmReport struct {
 type warmState struct {
 	done chan struct{}
 	rep  WarmReport
+	// fill is whether the node cache keeps nodes, so that the warm reads
+	// what its fill reads and fills it.
+	fill bool
 }
 
 // ErrWarm is the class of a warm that stopped short (WarmReport.Err); a
@@ -88,16 +93,32 @@ func (e *WarmError) Unwrap() []error { return []error{ErrWarm, e.Err} }
 // the tenant's part of each with an index-only scan when pg_prewarm
 // cannot (the column outside the key is what makes the planner take the
 // covering index rather than a smaller one without it).
-var proofIndexes = []struct{ name, scan string }{
-	{"runs_proof", `SELECT count(leaf) FROM {S}.runs WHERE tenant = $1 AND log_index IS NOT NULL`},
-	{"log_leaves", `SELECT count(hash) FROM {S}.log_nodes WHERE tenant = $1 AND level = 0`},
+var proofIndexes = []warmScan{
+	{"runs_proof", `SELECT count(leaf) FROM {S}.runs WHERE tenant = $1 AND log_index IS NOT NULL`, true},
+	{"log_leaves", `SELECT count(hash) FROM {S}.log_nodes WHERE tenant = $1 AND level = 0`, true},
 }
+
+// warmScan is a statement of the warm without pg_prewarm: name is what it
+// reads, and indexOnly says to turn off the plans that would not read that
+// index.
+type warmScan struct {
+	name, scan string
+	indexOnly  bool
+}
+
+// fillScan reads the log's nodes above the leaves, which the node cache's
+// fill then reads level by level (a page of the table holds nodes of every
+// level): one sequential scan of the table, through the kernel's page
+// cache (a scan of a large table takes a small ring of shared_buffers), in
+// place of a fill whose first levels read one page from the disk per node.
+var fillScan = warmScan{"log_nodes", `SELECT count(*) FROM {S}.log_nodes WHERE tenant = $1 AND level > 0`, false}
 
 // startWarm starts the warm in the background under s.fills, which Close
 // cancels before it waits for the warm to end.
-func (s *Store) startWarm(off bool) {
+func (s *Store) startWarm(opts Options) {
 	s.warm.done = make(chan struct{})
-	if off {
+	s.warm.fill = cmp.Or(opts.NodeCacheBytes, DefaultNodeCacheBytes) >= 8<<10
+	if opts.NoWarm {
 		close(s.warm.done)
 		return
 	}
@@ -148,6 +169,7 @@ func (s *Store) runWarm(ctx context.Context) (rep WarmReport) {
 	if size == 0 {
 		return rep // nothing to prove yet; the first proof fills the cache
 	}
+	t0 := time.Now()
 	rep.Pages, rep.Buffered, rep.Fallback = s.prewarm(ctx)
 	if rep.Fallback == nil {
 		rep.Method = "pg_prewarm"
@@ -158,13 +180,21 @@ func (s *Store) runWarm(ctx context.Context) (rep WarmReport) {
 		}
 		rep.Method = "index scans"
 		rep.Pages, rep.Buffered = 0, 0
-		for _, ix := range proofIndexes {
-			if err := s.scanIndex(ctx, ix.scan); err != nil {
+		scans := proofIndexes
+		if s.warm.fill {
+			scans = append(scans[:len(scans):len(scans)], fillScan)
+		}
+		for _, ix := range scans {
+			if err := s.scan(ctx, ix); err != nil {
 				rep.Err = &WarmError{Step: "index scan of " + ix.name, Err: err}
 				return rep
 			}
 		}
 		rep.Pages, rep.Buffered = -1, -1 // the scans do not say
+	}
+	rep.Indexes = time.Since(t0)
+	if !s.warm.fill {
+		return rep
 	}
 	if err := s.WarmNodeCache(ctx); err != nil {
 		rep.Err = &WarmError{Step: "node cache", Err: err}
@@ -223,18 +253,33 @@ func (s *Store) prewarm(ctx context.Context) (pages, buffered int64, err error) 
 			return pages, buffered, fmt.Errorf("%s of %s's visibility map: %w", fn, t, err)
 		}
 	}
+	// What the node cache's fill reads next (see fillScan), into the
+	// kernel's page cache only: the fill reads it once.
+	for _, t := range []string{"log_nodes", "log_nodes_pkey"} {
+		if !s.warm.fill {
+			break
+		}
+		rel := pgx.Identifier{s.schema, t}.Sanitize()
+		var n int64
+		if err := s.pool.QueryRow(ctx, `SELECT `+fn+`($1::regclass, 'read')`, rel).Scan(&n); err != nil {
+			return pages, buffered, fmt.Errorf("%s of %s: %w", fn, t, err)
+		}
+		pages += n
+	}
 	return pages, buffered, nil
 }
 
-// scanIndex runs one of proofIndexes' scans, with the plans that would not
-// read the index turned off for its transaction.
-func (s *Store) scanIndex(ctx context.Context, scan string) error {
+// scan runs one of the warm's scans, with the plans that would not read
+// its index turned off for its transaction if it reads one.
+func (s *Store) scan(ctx context.Context, w warmScan) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
-			return err
+		if w.indexOnly {
+			if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+				return err
+			}
 		}
 		var n int64
-		q := strings.ReplaceAll(scan, "{S}", pgx.Identifier{s.schema}.Sanitize())
+		q := strings.ReplaceAll(w.scan, "{S}", pgx.Identifier{s.schema}.Sanitize())
 		return tx.QueryRow(ctx, q, s.tenant).Scan(&n)
 	})
 }
