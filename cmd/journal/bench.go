@@ -155,7 +155,12 @@ Beside each, the ceiling: the store's cheapest statement (the log's size),
 one round trip, timed alternately with the proofs. Before the second pass the
 store serves --proofs-served inclusion proofs of other runs (unmeasured), so
 that its buffers are in the state a long-running server keeps, not the one its
-node cache's fill just left.
+node cache's fill just left. --proofs-cold first measures cold starts: the
+kernel's page cache dropped (root, Linux; the output says when it could not),
+the PostgreSQL server restarted by the --proofs-pg-restart command, and the
+store reopened, once with its warm off and once on (a first pass while it
+warms, the warm's time, a pass after it). No measured proof is of a run proven
+before in the same bench.
 
 --restore N writes an export of N sealed runs (two records each), restores it
 into a new SQLite journal, exports that, and restores the export into another

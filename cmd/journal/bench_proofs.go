@@ -430,7 +430,7 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 			fmt.Fprintf(w, "  NOT a cold page cache: %s\n", c.DropError)
 		}
 		line := func(name string, l benchjournal.ProofLatency) {
-			fmt.Fprintf(w, "  %-28s wall p50 %5.0f µs  p99 %6.0f µs  cpu p99 %5.0f µs", name, l.P50us, l.P99us, l.CPUP99us)
+			fmt.Fprintf(w, "  %-28s wall p50 %5.0f µs  p99 %6.0f µs  cpu p99 %5.0f µs  GCs %d", name, l.P50us, l.P99us, l.CPUP99us, l.GCs)
 			if l.ServerPages >= 0 {
 				fmt.Fprintf(w, "  server pages %.2f, not buffered %.2f, read %s µs", l.ServerPages, l.ServerReads, readUsText(l.ServerReadUs))
 			}
