@@ -114,6 +114,7 @@ type coldStart struct {
 	WarmEndedInPass       bool                       `json:"warm_ended_in_pass,omitempty"`
 	AfterInclusion        *benchjournal.ProofLatency `json:"after_warm_inclusion,omitempty"`
 	AfterConsistency      *benchjournal.ProofLatency `json:"after_warm_consistency,omitempty"`
+	AfterCeiling          *benchjournal.ProofLatency `json:"after_warm_ceiling,omitempty"` // the size read, timed after each of those proofs
 	LoadBefore, LoadAfter float64
 }
 
@@ -318,11 +319,11 @@ func pgColdStart(ctx context.Context, dsn, schema string, n, k int, run *benchjo
 		c.WarmError = w.Err.Error()
 	}
 	c.WarmEndedInPass = w.Took < pass
-	inc, cons, err := run.Pass(ctx, s, k)
+	inc, cons, ceil, err := run.PassWithCeiling(ctx, s, k)
 	if err != nil {
 		return c, err
 	}
-	c.AfterInclusion, c.AfterConsistency = &inc, &cons
+	c.AfterInclusion, c.AfterConsistency, c.AfterCeiling = &inc, &cons, &ceil
 	c.LoadAfter = loadAverage()
 	return c, nil
 }
@@ -454,6 +455,7 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 			if c.AfterInclusion != nil {
 				line("inclusion, after the warm", *c.AfterInclusion)
 				line("consistency, after the warm", *c.AfterConsistency)
+				fmt.Fprintf(w, "  %-28s wall p50 %5.0f µs  p99 %6.0f µs  cpu p99 %5.0f µs\n", "ceiling: the size read", c.AfterCeiling.P50us, c.AfterCeiling.P99us, c.AfterCeiling.CPUP99us)
 			}
 		}
 	}
