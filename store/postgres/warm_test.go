@@ -303,3 +303,32 @@ func runID(t *testing.T, s *Store, i int) store.RunID {
 	}
 	return id
 }
+
+// TestWarm_CloseStopsIt: closing a store while it warms stops the warm and
+// returns once the warm has; WaitWarm then returns what the warm did,
+// stopped short (of class ErrWarm) or whole, and a proof on the closed
+// store is store.ErrClosed, not a warm's error.
+func TestWarm_CloseStopsIt(t *testing.T) {
+	ctx := context.Background()
+	pool := testPool(t)
+	schema := warmSchema(t, pool)
+	tenant := freshTenant()
+	buildLog(t, pool, schema, tenant, warmRuns)
+	s, err := New(ctx, pool, Options{Schema: schema, Tenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Err != nil && !errors.Is(rep.Err, ErrWarm) {
+		t.Fatalf("warm error %v is not of class ErrWarm", rep.Err)
+	}
+	if _, err := s.ConsistencyProof(ctx, 1, 2); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("proof after Close: %v, want store.ErrClosed", err)
+	}
+}
