@@ -150,6 +150,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		return usageErrorf("with a postgres:// --store, name the log key file with --key or $%s", envKey)
 	}
 	// One handle on the journal, viewed by every tenant served.
+	a.serving = true
 	stores, created, err := a.openStores(ctx, c.loc, c.tenants, true)
 	if err != nil {
 		return err
