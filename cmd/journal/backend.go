@@ -148,13 +148,13 @@ func (a *app) openStores(ctx context.Context, loc location, tenants []string, cr
 		}
 	}()
 	if loc.dsn != "" {
-		first, err := postgres.Open(ctx, loc.dsn, postgres.Options{Tenant: tenants[0], Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
+		first, err := postgres.Open(ctx, loc.dsn, postgres.Options{Tenant: tenants[0], Logger: a.log, NodeCacheBytes: a.nodeCacheBytes(), NoWarm: !a.serving})
 		if err != nil {
 			return nil, false, err
 		}
 		out = append(out, first)
 		for _, t := range tenants[1:] {
-			ps, err := postgres.New(ctx, first.Pool(), postgres.Options{Tenant: t, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
+			ps, err := postgres.New(ctx, first.Pool(), postgres.Options{Tenant: t, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes(), NoWarm: !a.serving})
 			if err != nil {
 				return nil, false, err
 			}

@@ -77,18 +77,19 @@ type benchOptions struct {
 	throughput    bool
 	asJSON        bool
 	keep          bool
-	sealed        bool   // also measure the journal through store/sealed
-	pipelined     bool   // also measure the journal with its WAL flush pipelined
-	eraseRecords  int    // with sealed: erase a case of this many records (bench_erase.go)
-	http          bool   // drive journal serve over loopback instead (httpbench.go)
-	serveProfile  string // with http: the serve child's CPU profile file
-	restoreRuns   int    // --restore N (bench_restore.go)
-	restorePG     string // --restore-postgres DSN
-	proofsPG      string // --proofs-postgres DSN (bench_proofs.go)
-	proofSamples  int    // proofs of each kind per pass (hidden; tests use few)
-	proofServed   int    // inclusion proofs served before the measured pass (bench_proofs.go)
-	tessera       string // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
-	rounds        int    // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
+	sealed        bool              // also measure the journal through store/sealed
+	pipelined     bool              // also measure the journal with its WAL flush pipelined
+	eraseRecords  int               // with sealed: erase a case of this many records (bench_erase.go)
+	http          bool              // drive journal serve over loopback instead (httpbench.go)
+	serveProfile  string            // with http: the serve child's CPU profile file
+	restoreRuns   int               // --restore N (bench_restore.go)
+	restorePG     string            // --restore-postgres DSN
+	proofsPG      string            // --proofs-postgres DSN (bench_proofs.go)
+	proofSamples  int               // proofs of each kind per pass (hidden; tests use few)
+	proofServed   int               // inclusion proofs served before the measured pass (bench_proofs.go)
+	proofsCold    proofsColdOptions // --proofs-cold and its kin (bench_proofs.go)
+	tessera       string            // with http: a Tessera POSIX server binary to measure beside (httpbench.go)
+	rounds        int               // with http: saturated rounds per point, journal and peer alternating (httpbench.go)
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -154,7 +155,12 @@ Beside each, the ceiling: the store's cheapest statement (the log's size),
 one round trip, timed alternately with the proofs. Before the second pass the
 store serves --proofs-served inclusion proofs of other runs (unmeasured), so
 that its buffers are in the state a long-running server keeps, not the one its
-node cache's fill just left.
+node cache's fill just left. --proofs-cold first measures cold starts: the
+kernel's page cache dropped (root, Linux; the output says when it could not),
+the PostgreSQL server restarted by the --proofs-pg-restart command, and the
+store reopened, once with its warm off and once on (a first pass while it
+warms, the warm's time, a pass after it). No measured proof is of a run proven
+before in the same bench.
 
 --restore N writes an export of N sealed runs (two records each), restores it
 into a new SQLite journal, exports that, and restores the export into another
@@ -206,6 +212,9 @@ memory, not durability) and are removed afterwards unless --keep.`,
 			if o.proofsPG != "" && o.proofs == 0 {
 				return usageErrorf("--proofs-postgres needs --proofs N")
 			}
+			if err := o.proofsCold.validate(&o); err != nil {
+				return err
+			}
 			if o.http {
 				if !cmd.Flags().Changed("concurrency") {
 					o.concurrency = []int{64, 512}
@@ -232,6 +241,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
 	_ = f.MarkHidden("proof-samples")
 	f.IntVar(&o.proofServed, "proofs-served", proofsServed, "with --proofs, inclusion proofs of other runs served unmeasured before the second pass, as a long-running server has")
 	f.StringVar(&o.proofsPG, "proofs-postgres", "", "with --proofs, also measure them on a tenant of this PostgreSQL database")
+	o.proofsCold.flags(f)
 	f.BoolVar(&o.throughput, "throughput", true, "run the throughput points")
 	f.BoolVar(&o.pipelined, "pipelined", false, "also measure the journal with its WAL flush pipelined (sqlite.Options.PipelineFlush), beside the batched ceiling; not judged")
 	f.BoolVar(&o.sealed, "sealed", false, "also measure the journal through store/sealed (a fresh file key ring, or the one --keyring names)")
@@ -313,7 +323,7 @@ func (a *app) bench(ctx context.Context, o benchOptions) error {
 	}
 	if o.proofs > 0 {
 		progress("proofs from a log of %d sealed runs", o.proofs)
-		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofServed, o.proofsPG, o.keep); err != nil {
+		if rep.Proofs, err = benchProofs(ctx, dir, o.proofs, o.proofSamples, o.proofServed, o.proofsPG, o.keep, o.proofsCold); err != nil {
 			return err
 		}
 	}

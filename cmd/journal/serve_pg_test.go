@@ -58,6 +58,23 @@ func TestServePostgres(t *testing.T) {
 	})
 	sv.stop()
 
+	// Restarted with --wait-warm, serve reads both tenants' proof pages in
+	// before it listens: the warm's lines come before "serving".
+	sv = startServeArgs(t, "--tenant", tenant, "--key", key, "serve", "--store", dsn, "--tenants", tenant2, "--wait-warm")
+	errs := sv.stderr.String()
+	serving := strings.Index(errs, "journal: serving")
+	for _, tn := range []string{tenant, tenant2} {
+		at := strings.Index(errs, "tenant "+tn+": proofs' pages warmed in ")
+		if at < 0 || serving < 0 || at > serving {
+			t.Errorf("--wait-warm: no warm line for %s before listening:\n%s", tn, errs)
+		}
+	}
+	sv.tenant = tenant
+	if code, b := sv.do("GET", "/v1/checkpoint", tok, ""); code != http.StatusOK || !strings.Contains(b, "\n1\n") {
+		t.Errorf("checkpoint after a warm start: %d %s", code, b)
+	}
+	sv.stop()
+
 	// The other commands reach the same database with --store.
 	pg := []string{"--tenant", tenant, "--store", dsn, "--key", key}
 	out := mustCLI(t, "", "", append(pg, "checkpoint")...)

@@ -119,6 +119,10 @@ type ProofReport struct {
 	// ServedSeconds how long they took.
 	Served        int     `json:"served_before"`
 	ServedSeconds float64 `json:"served_seconds"`
+	// Reproven is how many measured inclusion proofs were of runs proven
+	// before: zero unless the passes asked for more than the log's runs at
+	// odd indexes (ProofRun).
+	Reproven int `json:"reproven,omitempty"`
 	// Cold is the first pass, from a store just opened (its node cache
 	// empty, filling in the background); Inclusion and Consistency are a
 	// second pass over other random proofs, once the cache is full.
@@ -152,21 +156,32 @@ type ProofOptions struct {
 	// a run served before it; runs sharing a page with one are, as on a
 	// server that has run a while.
 	Served int
+	// Seed picks the runs and sizes (0: one of its own, so that a second
+	// benchmark on a kept log proves other runs than the first).
+	Seed uint64
+	// Run, when set, is the benchmark these passes belong to: no measured
+	// proof is of a run one of its earlier passes proved (on another
+	// store, say). Nil: a benchmark of their own.
+	Run *ProofRun
+	// NoFirstPass skips the first pass (Cold in the report): a caller
+	// that measured first passes of its own, on stores it restarted.
+	NoFirstPass bool
 }
 
 // ProofBenchWith is ProofBench with options.
 func ProofBenchWith(ctx context.Context, p Prover, runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, o ProofOptions) (ProofReport, error) {
 	k := o.Samples
 	rep := ProofReport{Size: size, Served: o.Served}
-	rng := rand.New(rand.NewPCG(1, 2))
-	b := &proofBench{p: p, runs: runs, tree: tree, size: size, root: root, rng: rng}
-	b.pick = func() int { return b.rng.IntN(len(b.runs)) }
-	var err error
-	if rep.Cold.Inclusion, err = b.inclusions(ctx, k); err != nil {
-		return rep, err
+	b := o.Run
+	if b == nil {
+		b = NewProofRun(runs, tree, size, root, o.Seed)
 	}
-	if rep.Cold.Consistency, err = b.consistencies(ctx, k); err != nil {
-		return rep, err
+	rep.Reproven = b.Reproven
+	var err error
+	if !o.NoFirstPass {
+		if rep.Cold.Inclusion, rep.Cold.Consistency, err = b.Pass(ctx, p, k); err != nil {
+			return rep, err
+		}
 	}
 	if w, ok := p.(cacheWarmer); ok {
 		t0 := time.Now()
@@ -176,37 +191,113 @@ func ProofBenchWith(ctx context.Context, p Prover, runs []store.RunID, tree log.
 		rep.WarmSeconds = time.Since(t0).Seconds()
 	}
 	if o.Served > 0 && len(runs) > 1 {
-		t0 := time.Now()
-		b.pick = func() int { return 2 * b.rng.IntN((len(b.runs)+1)/2) }
-		if _, err := b.inclusions(ctx, o.Served); err != nil {
-			return rep, fmt.Errorf("served before the second pass: %w", err)
+		d, err := b.Serve(ctx, p, o.Served)
+		if err != nil {
+			return rep, err
 		}
-		rep.ServedSeconds = time.Since(t0).Seconds()
-		b.pick = func() int { return 1 + 2*b.rng.IntN(len(b.runs)/2) }
+		rep.ServedSeconds = d.Seconds()
 	}
-	rt, _ := p.(roundTripper)
-	var trips *timing
-	if rt != nil {
-		trips = &timing{wall: make([]time.Duration, 0, 2*k), cpu: make([]time.Duration, 0, 2*k)}
-		b.ceiling = func() (time.Duration, error) {
-			err := trips.measure(func() error { return rt.RoundTrip(ctx) })
-			return trips.wall[len(trips.wall)-1], err
-		}
-	}
-	if rep.Inclusion, err = b.inclusions(ctx, k); err != nil {
+	if rep.Inclusion, rep.Consistency, rep.RoundTrip, err = b.PassWithCeiling(ctx, p, k); err != nil {
 		return rep, err
 	}
-	if rep.Consistency, err = b.consistencies(ctx, k); err != nil {
-		return rep, err
-	}
-	if trips != nil {
-		rep.RoundTrip = ProofLatency{Proofs: len(trips.wall), StoreReads: -1, RoundTrips: 1}
-		rep.RoundTrip.P50us, rep.RoundTrip.P99us = quantiles(trips.wall)
-		if processCPU() > 0 {
-			rep.RoundTrip.CPUP50us, rep.RoundTrip.CPUP99us = quantiles(trips.cpu)
-		}
-	}
+	rep.Reproven = b.Reproven - rep.Reproven
 	return rep, nil
+}
+
+// ProofRun is one proofs benchmark over one log, across the stores opened
+// on it one after another (a cold pass after a restart, then another, ...):
+// it remembers which runs a pass has proven, so that no measured proof is
+// of a run proven before in the same benchmark, on any store, and which
+// the server's or the kernel's caches could hold for that reason alone.
+// Measured passes prove runs at odd log indexes, each once, in a random
+// order; Serve proves runs at even ones. Not safe for concurrent use.
+type ProofRun struct {
+	proofBench
+	odd  []int // odd log indexes in a random order; next is the cursor
+	next int
+	// Reproven counts measured inclusion proofs of runs proven before,
+	// taken once every odd run had been: a benchmark that asks for more
+	// proofs than the log has odd runs.
+	Reproven int
+}
+
+// NewProofRun starts a benchmark over the log of runs (run i at log index
+// i), whose nodes tree holds, at size with root. seed picks the runs and
+// sizes (0: one of its own).
+func NewProofRun(runs []store.RunID, tree log.NodeReader, size uint64, root log.Hash, seed uint64) *ProofRun {
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	r := &ProofRun{proofBench: proofBench{runs: runs, tree: tree, size: size, root: root, rng: rand.New(rand.NewPCG(seed, 2))}}
+	r.odd = make([]int, len(runs)/2)
+	for i := range r.odd {
+		r.odd[i] = 2*i + 1
+	}
+	r.rng.Shuffle(len(r.odd), func(i, j int) { r.odd[i], r.odd[j] = r.odd[j], r.odd[i] })
+	return r
+}
+
+// unproven is the next odd run no pass has proven (any run, counted in
+// Reproven, once there is none).
+func (r *ProofRun) unproven() int {
+	if r.next < len(r.odd) {
+		r.next++
+		return r.odd[r.next-1]
+	}
+	r.Reproven++
+	return r.rng.IntN(len(r.runs))
+}
+
+// Pass measures k inclusion proofs of runs never proven before in this
+// benchmark, then k consistency proofs from random older sizes, on p.
+func (r *ProofRun) Pass(ctx context.Context, p Prover, k int) (inclusion, consistency ProofLatency, err error) {
+	r.p = p
+	r.pick = r.unproven
+	if inclusion, err = r.inclusions(ctx, k); err != nil {
+		return
+	}
+	consistency, err = r.consistencies(ctx, k)
+	return
+}
+
+// PassWithCeiling is Pass with the store's cheapest statement (the
+// ceiling, see ProofReport.RoundTrip) timed after each proof when p can
+// run it, as the second pass of ProofBenchWith does: on a loaded machine
+// it says how much of a p99 the scheduler took. ceiling is zero when p
+// cannot.
+func (r *ProofRun) PassWithCeiling(ctx context.Context, p Prover, k int) (inclusion, consistency, ceiling ProofLatency, err error) {
+	rt, ok := p.(roundTripper)
+	if !ok {
+		inclusion, consistency, err = r.Pass(ctx, p, k)
+		return
+	}
+	trips := &timing{wall: make([]time.Duration, 0, 2*k), cpu: make([]time.Duration, 0, 2*k)}
+	r.ceiling = func() (time.Duration, error) {
+		err := trips.measure(func() error { return rt.RoundTrip(ctx) })
+		return trips.wall[len(trips.wall)-1], err
+	}
+	defer func() { r.ceiling = nil }()
+	if inclusion, consistency, err = r.Pass(ctx, p, k); err != nil {
+		return
+	}
+	ceiling = ProofLatency{Proofs: len(trips.wall), StoreReads: -1, RoundTrips: 1}
+	ceiling.P50us, ceiling.P99us = quantiles(trips.wall)
+	if processCPU() > 0 {
+		ceiling.CPUP50us, ceiling.CPUP99us = quantiles(trips.cpu)
+	}
+	return
+}
+
+// Serve has p serve n inclusion proofs of runs at even log indexes,
+// unmeasured (ProofOptions.Served), and returns how long they took.
+func (r *ProofRun) Serve(ctx context.Context, p Prover, n int) (time.Duration, error) {
+	t0 := time.Now()
+	r.p = p
+	r.pick = func() int { return 2 * r.rng.IntN((len(r.runs)+1)/2) }
+	if _, err := r.inclusions(ctx, n); err != nil {
+		return 0, fmt.Errorf("served before the second pass: %w", err)
+	}
+	return time.Since(t0), nil
 }
 
 type proofBench struct {

@@ -132,3 +132,61 @@ func TestProofBench_ServedProofsAreOfOtherRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestProofRun_MeasuredRunsNeverProvenBefore: across the passes of one
+// benchmark, on stores opened one after another (cold starts, then the
+// steady-state passes after served traffic), no measured inclusion proof
+// is of a run any earlier proof proved, measured or served. The first
+// pass used to pick from every run, so a few runs of the second pass at
+// 10^6 had been proven by the first, and read from caches it had filled.
+func TestProofRun_MeasuredRunsNeverProvenBefore(t *testing.T) {
+	ctx := context.Background()
+	p := newMemProver(t, 2001)
+	l := p.l
+	run := NewProofRun(l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, 7)
+	for range 2 { // two cold starts
+		if _, _, err := run.Pass(ctx, p, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := ProofBenchWith(ctx, p, l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, ProofOptions{Samples: 100, Served: 300, Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Reproven != 0 || run.Reproven != 0 {
+		t.Fatalf("reproven %d (%d in all), want none", rep.Reproven, run.Reproven)
+	}
+	// Two cold passes, the first pass, the served, the second pass.
+	if len(p.asked) != 3*100+300+100 {
+		t.Fatalf("%d proofs asked, want 700", len(p.asked))
+	}
+	served := map[uint64]bool{}
+	for _, i := range p.asked[300:600] {
+		served[i] = true
+	}
+	seen := map[uint64]bool{}
+	for n, i := range p.asked {
+		if n >= 300 && n < 600 {
+			continue
+		}
+		if seen[i] || served[i] {
+			t.Fatalf("measured proof %d is of run %d, proven before", n, i)
+		}
+		seen[i] = true
+	}
+}
+
+// A benchmark that asks for more measured proofs than the log has runs at
+// odd indexes proves some runs again, and says how many.
+func TestProofRun_ReprovenCounted(t *testing.T) {
+	ctx := context.Background()
+	p := newMemProver(t, 21)
+	l := p.l
+	run := NewProofRun(l.Runs, l.Tree, uint64(len(l.Runs)), l.Root, 7)
+	if _, _, err := run.Pass(ctx, p, 15); err != nil {
+		t.Fatal(err)
+	}
+	if run.Reproven != 5 {
+		t.Fatalf("reproven %d, want 5 (15 proofs of 10 odd runs)", run.Reproven)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -261,6 +262,10 @@ func (s *Store) planAppend(l locked, run store.RunID, epoch store.Epoch, batch [
 		}
 		wait = r.Facts.Suspension // the last record decides: any progress clears a wait
 	}
+	// Claimed in key order, whatever the records' order, like a group's
+	// claims (queueRuns): a claim waits for another transaction's claim of
+	// the same key, so crossing orders could deadlock.
+	slices.Sort(p.claims)
 	last := prepared[len(prepared)-1]
 	p.headSeq, p.headHash = int64(last.Seq), last.Hash[:]
 	if wait != nil {
@@ -301,10 +306,10 @@ func (s *Store) queue(p *appendPlan, b *pgx.Batch) func(int, error) error {
 			st.effect = r.EffectKey
 		}
 		stmts = append(stmts, st)
-		if a := r.Facts.Admission; a != nil && a.Key != "" {
-			b.Queue(s.q.claimAdmission, s.tenant, a.Key, id)
-			stmts = append(stmts, stmt{key: a.Key})
-		}
+	}
+	for _, k := range p.claims { // in key order (see planAppend)
+		b.Queue(s.q.claimAdmission, s.tenant, k, id)
+		stmts = append(stmts, stmt{key: k})
 	}
 	if p.exists {
 		b.Queue(s.q.updateRun, s.tenant, id, p.headSeq, p.headHash, p.source, p.outcome, p.awaiting, p.event, p.until)
@@ -357,13 +362,27 @@ func (s *Store) queueMany(plans []*appendPlan, b *pgx.Batch) {
 
 // queueRuns queues what queueMany writes besides the records: admission
 // claims and run rows.
+//
+// The claims go in key order, whatever the order of the runs claiming
+// them: a claim waits for another transaction's uncommitted claim of the
+// same key, so two transactions (two processes' groups) claiming keys in
+// crossing orders could each hold a key the other waits for, a deadlock
+// PostgreSQL breaks only after deadlock_timeout.
 func (s *Store) queueRuns(plans []*appendPlan, b *pgx.Batch) {
+	type claim struct{ key, run string }
+	var claims []claim
+	for _, p := range plans {
+		for _, k := range p.claims {
+			claims = append(claims, claim{k, p.run.String()})
+		}
+	}
+	slices.SortFunc(claims, func(x, y claim) int { return strings.Compare(x.key, y.key) })
+	for _, c := range claims {
+		b.Queue(s.q.claimAdmission, s.tenant, c.key, c.run)
+	}
 	var newRuns, upRuns runRows
 	for _, p := range plans {
 		id := p.run.String()
-		for _, k := range p.claims {
-			b.Queue(s.q.claimAdmission, s.tenant, k, id)
-		}
 		if p.exists {
 			upRuns.add(id, p)
 		} else {

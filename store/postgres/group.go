@@ -22,8 +22,10 @@ import (
 // the group. Throughput comes from sharing the commit, not from weaker
 // durability: every append still returns only after its COMMIT.
 //
-// A group takes its runs' locks in run-id order, as every writer does, so
-// groups in different processes cannot deadlock. A member refused under the
+// A group takes all its runs' locks in one pass, in run-id order, as every
+// writer does, and claims its admission keys in key order, so groups in
+// different processes cannot deadlock (TestMixedGroups_OneLockOrderNoDeadlock,
+// TestCrossingAdmissionClaims_OneKeyOrderNoDeadlock). A member refused under the
 // lock (fenced, sealed, invalid) fails alone before anything is written; a
 // member whose write violates a constraint (a duplicate effect or admission
 // key) aborts the transaction, gets its refusal, and the rest of the group
@@ -100,6 +102,28 @@ func (s *Store) startCommitters(n int) {
 	})
 }
 
+// groupHooks are the points where tests stand or watch the append group
+// commit (lockorder_test.go): a race between two processes' groups is
+// made to happen, every time, by holding one group where the race is.
+// Tests set them before submitting anything; outside tests they are nil.
+type groupHooks struct {
+	// locked is called when a group that takes the ordinary way holds the
+	// locks of its lock pass and has sent none of its writes, with its
+	// members' runs in run-id order. The group waits for it to return.
+	locked func(runs []store.RunID)
+	// failed is called with the error of every such group's transaction
+	// that failed, in its lock pass or its writes, before the group decides
+	// what it means (a retry, a rewrite row by row, a member's refusal).
+	failed func(err error)
+}
+
+// groupFailed tells the hooks, if any, that a group's transaction failed.
+func (s *Store) groupFailed(err error) {
+	if err != nil && s.hooks != nil && s.hooks.failed != nil {
+		s.hooks.failed(err)
+	}
+}
+
 // enqueueAppend hands an append to the committers and waits for its
 // commit. The wait does not end early when ctx is cancelled: the caller
 // must learn whether its write landed. An append whose ctx is cancelled
@@ -169,7 +193,15 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		return kn.members[i-len(rest)].Req.run
 	}, len(rest)+len(kn.members))
 	if err != nil {
+		s.groupFailed(err)
 		return failAll(pending, err)
+	}
+	if s.hooks != nil && s.hooks.locked != nil {
+		runs := make([]store.RunID, len(pending))
+		for i, m := range pending {
+			runs[i] = m.Req.run
+		}
+		s.hooks.locked(runs)
 	}
 	// Decide each member under its lock; refusals fail alone, now.
 	type member struct {
@@ -196,6 +228,14 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 	wb := &pgx.Batch{}
 	careful = careful || len(members) == 1
 	if careful {
+		// The members' admission keys are claimed in key order here too
+		// (see queueRuns): the members go in the order of their least
+		// claim, those claiming none first, and each claims its keys in
+		// key order (planAppend). Only members claiming several keys
+		// each could still interleave them.
+		slices.SortStableFunc(members, func(x, y member) int {
+			return strings.Compare(firstClaim(x.plan), firstClaim(y.plan))
+		})
 		for k := range members {
 			members[k].first = len(wb.QueuedQueries)
 			members[k].refused = s.queue(members[k].plan, wb)
@@ -233,6 +273,7 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		written, err = readWritten(rows)
 		return err
 	})
+	s.groupFailed(err)
 	if err == nil {
 		for _, m := range members {
 			if m.epoch == m.r.epoch {
@@ -279,6 +320,15 @@ func (s *Store) tryGroup(ms []*groupcommit.Member[*appendReq]) ([]*groupcommit.M
 		members[culprit].m.Answer(mErr)
 	}
 	return retry, mErr
+}
+
+// firstClaim is the least admission key p claims (planAppend sorts
+// them), "" if none.
+func firstClaim(p *appendPlan) string {
+	if len(p.claims) == 0 {
+		return ""
+	}
+	return p.claims[0]
 }
 
 // failAll answers every member with err, unless err says the attempt may

@@ -88,6 +88,9 @@ type Options struct {
 	// proofs and roots read first: DefaultNodeCacheBytes when zero; below
 	// 8 KiB (log.CacheNothing) nothing is cached.
 	NodeCacheBytes int64
+	// NoWarm turns off the warm at open, which reads the pages proofs
+	// read and fills the node cache in the background (warm.go).
+	NoWarm bool
 }
 
 // Store is the PostgreSQL journal. It is safe for concurrent use.
@@ -110,11 +113,14 @@ type Store struct {
 	// by Close so that no fill reads the pool after it.
 	fills    context.Context
 	stopFill context.CancelFunc
+	warm     warmState // the warm at open, under fills (warm.go)
 
 	maxGroup int
 	known    knownRuns // runs' state after this store's last write to them
 	appends  *groupcommit.Queue[*appendReq]
 	seals    *groupcommit.Queue[*sealReq]
+
+	hooks *groupHooks // where tests stand the group commit; nil outside tests
 }
 
 var _ store.Journal = (*Store)(nil)
@@ -206,6 +212,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		n = 2
 	}
 	s.startCommitters(n)
+	s.startWarm(opts)
 	return s, nil
 }
 
@@ -220,6 +227,7 @@ func (s *Store) Close() error {
 	s.appends.Close()
 	s.seals.Close()
 	s.stopFill()
+	<-s.warm.done
 	s.nodeCache.StopFill()
 	if s.ownsPool {
 		s.pool.Close()

@@ -154,7 +154,8 @@ func (s *Store) sizeNodesStatement(k int) string {
 
 // proofNodes is the node reader of the read paths for a tree of size
 // leaves, committed: the cache in front of the pool.
-// The first use starts filling the cache's levels in the background.
+// The first use starts filling the cache's levels in the background,
+// unless the Store's warm is still reading what the fill reads.
 func (s *Store) proofNodes(size uint64) log.NodeReader {
 	return s.proofReader(size, nil)
 }
@@ -162,7 +163,9 @@ func (s *Store) proofNodes(size uint64) log.NodeReader {
 // proofReader is proofNodes with ahead answered first among the cache's
 // misses: nodes a proof's one statement read with the size.
 func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
-	s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size)
+	if !s.warm.reading.Load() { // else the warm starts it (warm.go)
+		s.nodeCache.FillInBackground(s.fills, log.RangeOf(s.LogNodes), size)
+	}
 	n := nodes{q: s.pool, tenant: s.tenant, sql: &s.q}
 	var r log.NodeReader = n
 	if ahead != nil {
