@@ -131,13 +131,42 @@ func (s *Store) mergeKeysIfDue(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	if _, err := s.txExec(ctx, tx, qMergeKeys); err != nil {
-		return fmt.Errorf("merge record keys: %w", err)
+		return s.mergeFailed(ctx, tx, err)
 	}
 	if _, err := s.txExec(ctx, tx, qClearHot); err != nil {
 		return fmt.Errorf("merge record keys: %w", err)
 	}
 	s.hotKeys = 0
 	return nil
+}
+
+// qDuplicateKey finds a (tenant, run, seq) that two key rows share: two hot
+// keys, or a hot key and one of record_keys.
+const qDuplicateKey = `SELECT tenant, run, seq FROM (
+	SELECT tenant, run, seq FROM record_keys_hot
+	UNION ALL
+	SELECT k.tenant, k.run, k.seq FROM record_keys_hot h JOIN record_keys k ON k.tenant = h.tenant AND k.run = h.run AND k.seq = h.seq)
+GROUP BY tenant, run, seq HAVING count(*) > 1 ORDER BY tenant, run, seq LIMIT 1`
+
+// mergeFailed explains err, the failure of a merge's move of the hot keys
+// (qMergeKeys) in tx. A key stored twice is the likely cause, and only a
+// file changed behind the journal's back can hold one (see the invariants
+// above): it is reported as corruption naming the key, not as the raw
+// UNIQUE failure of record_keys' primary key. The writer's transaction
+// rolls back either way, so nothing stored changes, and every later merge
+// fails the same way until the file is repaired.
+func (s *Store) mergeFailed(ctx context.Context, tx *sql.Tx, err error) error {
+	var tenant, run string
+	var seq int64
+	if qerr := tx.QueryRowContext(ctx, qDuplicateKey).Scan(&tenant, &run, &seq); qerr != nil {
+		return fmt.Errorf("merge record keys: %w", err)
+	}
+	detail := fmt.Sprintf("tenant %q has two record keys for this seq (in record_keys_hot and record_keys, or twice in record_keys_hot); the merge of the hot keys is refused: %v", tenant, err)
+	id, perr := store.ParseRunID(run)
+	if perr != nil {
+		return &store.CorruptError{Detail: fmt.Sprintf("stored run id %q, seq %d: %s", run, seq, detail)}
+	}
+	return &store.CorruptError{Run: id, Seq: store.Seq(seq), Detail: detail}
 }
 
 // hotKeysTable is record_keys_hot since schema version 6: the rowid is the
