@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runseal/runseal/store"
 )
 
 // A Store opened on an existing log warms the pages its proofs read, in
@@ -140,7 +142,7 @@ func (s *Store) startWarm(opts Options) {
 		s.warm.rep.Took = time.Since(t0)
 		r := s.warm.rep
 		switch {
-		case r.Err != nil && !errors.Is(r.Err, context.Canceled):
+		case r.Err != nil && !errors.Is(r.Err, context.Canceled) && !errors.Is(r.Err, store.ErrClosed): // Close stopped it
 			s.log.Warn("postgres journal: warming the proofs' pages stopped short; proofs read the rest as they need it",
 				"tenant", s.tenant, "err", r.Err)
 		case r.Method != "":

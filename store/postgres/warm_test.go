@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -304,29 +305,57 @@ func runID(t *testing.T, s *Store, i int) store.RunID {
 	return id
 }
 
-// TestWarm_CloseStopsIt: closing a store while it warms stops the warm and
-// returns once the warm has; WaitWarm then returns what the warm did,
-// stopped short (of class ErrWarm) or whole, and a proof on the closed
-// store is store.ErrClosed, not a warm's error.
+// TestWarm_CloseStopsIt: Close cancels a warm under way rather than waiting
+// it out. The warm is held where it reads log_nodes (pg_prewarm of its
+// visibility map, or the fill's scan), by another transaction's exclusive
+// lock on the table; Close must return while that lock is still held, the
+// warm report its cancellation, and the node cache stay unfilled.
 func TestWarm_CloseStopsIt(t *testing.T) {
 	ctx := context.Background()
 	pool := testPool(t)
 	schema := warmSchema(t, pool)
 	tenant := freshTenant()
 	buildLog(t, pool, schema, tenant, warmRuns)
+	locker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback(ctx)
+	nodes := pgx.Identifier{schema, "log_nodes"}.Sanitize()
+	if _, err := locker.Exec(ctx, `LOCK TABLE `+nodes+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(ctx, pool, Options{Schema: schema, Tenant: tenant})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
+	waitFor(t, func() bool { // the warm waits for the lock
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, nodes).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting > 0
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		locker.Rollback(ctx)
+		t.Fatal("Close waited for the warm instead of stopping it")
 	}
 	rep, err := s.WaitWarm(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Err != nil && !errors.Is(rep.Err, ErrWarm) {
-		t.Fatalf("warm error %v is not of class ErrWarm", rep.Err)
+	if !errors.Is(rep.Err, ErrWarm) || !errors.Is(rep.Err, context.Canceled) {
+		t.Fatalf("warm stopped by Close reports %v, want ErrWarm and context.Canceled", rep.Err)
+	}
+	if rep.NodeCache {
+		t.Fatal("a warm stopped by Close says it filled the node cache")
 	}
 	if _, err := s.ConsistencyProof(ctx, 1, 2); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("proof after Close: %v, want store.ErrClosed", err)
