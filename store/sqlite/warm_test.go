@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -136,5 +137,57 @@ func TestWarm_CloseStopsIt(t *testing.T) {
 	}
 	if _, err := s.InclusionProof(ctx, runs[0]); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("proof after Close: %v, want store.ErrClosed", err)
+	}
+}
+
+// TestWarm_CorruptPageIsReportedNotFatal: a warm that cannot read a page
+// of the proof b-trees stops there and says why (class ErrWarm, the step
+// named: dbstat's walk counts a page it cannot parse, the node cache's
+// fill then fails on it), and the store it was opened with still opens
+// and serves the proofs whose pages it can read.
+func TestWarm_CorruptPageIsReportedNotFatal(t *testing.T) {
+	ctx := context.Background()
+	path, runs := sealedLog(t, 5000)
+	// The first leaf page of log_nodes holds level 0's first nodes, which
+	// a proof of a run far from them does not read.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, size int64
+	err = db.QueryRow(`SELECT min(pageno) FROM dbstat WHERE name = 'log_nodes' AND pagetype = 'leaf'`).Scan(&page)
+	if err == nil {
+		err = db.QueryRow(`PRAGMA page_size`).Scan(&size)
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xEE}, (page-1)*size); err != nil { // no b-tree page type
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("Open with a page the warm cannot read: %v", err)
+	}
+	defer s.Close()
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var we *WarmError
+	if !errors.Is(rep.Err, ErrWarm) || !errors.As(rep.Err, &we) || we.Step == "" {
+		t.Fatalf("warm over a corrupt page: %+v, want a WarmError naming its step", rep)
+	}
+	if rep.NodeCache {
+		t.Error("the warm filled the node cache after it stopped short")
+	}
+	if _, err := s.InclusionProof(ctx, runs[4000]); err != nil {
+		t.Fatalf("a proof after a warm that stopped short: %v", err)
 	}
 }
