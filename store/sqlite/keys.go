@@ -9,19 +9,26 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// A record is found by its (tenant, run, seq) key through one of two tables
-// of the same shape, never through an index of the records table:
+// A record is found by its (tenant, run, seq) key through one of two tables,
+// never through an index of the records table:
 //
 //   - record_keys_hot holds the keys of the records appended since the last
-//     merge. It is small, so a commit of N appenders on N runs rewrites a
-//     few of its pages, not N;
-//   - record_keys holds every other key. The writer moves the hot keys into
-//     it in bulk (mergeKeysIfDue) once about mergeKeysAt have gathered, so
-//     each of its leaves is rewritten once for many commits instead of once
-//     for each: with every appender on a run of its own, an index of the
-//     records table keyed (tenant, run, seq) costs each commit one leaf
-//     page per run, which measured at 64 appenders as most of the pages a
-//     commit wrote and about a third of the throughput.
+//     merge, in the order of their records' ids (its rowid is the id of a
+//     key's last record), with no index. Ids only grow, so a commit's keys
+//     land at the table's end: a commit of N appenders on N runs writes the
+//     last page or two of it, however many keys it holds. Keyed by (tenant,
+//     run, seq), as schema version 5 had it, the same commit scattered its N
+//     keys over every page of the table, and those pages measured at 64
+//     single-record appenders as about a fifth of the bytes a record cost.
+//     A read scans the whole table for its run's keys: it holds at most
+//     about mergeKeysAt rows;
+//   - record_keys holds every other key, keyed by (tenant, run, seq). The
+//     writer moves the hot keys into it in bulk (mergeKeysIfDue) once about
+//     mergeKeysAt have gathered, so each of its leaves is rewritten once
+//     for many commits instead of once for each: with every appender on a
+//     run of its own, an index keyed (tenant, run, seq) costs each commit
+//     one leaf page per run, which measured at 64 appenders as most of the
+//     pages a commit wrote and about a third of the throughput.
 //
 // A key row covers a range of a run's records that an append wrote
 // together: n records, the last of them at (seq, id), the others at the n-1
@@ -32,21 +39,29 @@ import (
 // Invariants: every record row the journal wrote is covered by exactly one
 // key, in one of the two tables (an append writes its rows and keys in its
 // transaction; a merge moves keys in one transaction); a key's (tenant,
-// run, seq) is unique in its table, and the ranges of a run are disjoint
-// across both because an append's first seq is its run's head plus one,
+// run, seq) is unique across both tables, and the ranges of a run are
+// disjoint, because an append's first seq is its run's head plus one,
 // decided in the same transaction under the single writer (the run's head
-// in runs is the authority, as it was with the index). Reads take the
-// union of the two tables in one snapshot (keyedRecords), and join a key
-// only to rows that agree with it on tenant, run and seq, so a key edited
-// to point elsewhere shows as a gap in the chain, which readers refuse.
+// in runs is the authority, as it was with the index). record_keys' primary
+// key checks that uniqueness as each merge moves keys in; record_keys_hot's
+// rowid, that no two keys end at one record. Reads take the union of the
+// two tables in one snapshot (keyedRecords), and join a key only to rows
+// that agree with it on tenant, run and seq, so a key edited to point
+// elsewhere, or a second key over a record, shows as a gap or a repeat in
+// the chain, which readers refuse.
 
 // mergeKeysAt is how many hot key rows the writer lets gather before it moves
-// them into record_keys. More makes the hot table's pages, which every
-// commit rewrites, more numerous; fewer makes merges more frequent, each
-// rewriting about one leaf of record_keys per run. Measured at 64
-// appenders of one record each, the bytes written per record fell from
-// about 6,500 to 2,800 at 768 (the plain batched ceiling's: about 1,300).
-const mergeKeysAt = 768
+// them into record_keys. A merge rewrites about one leaf of record_keys for
+// each run it holds keys of, so more keys per merge cost fewer bytes per
+// record; every read of a run scans the hot table, so more cost each read
+// more (BenchmarkReadRun_HotKeys: about 0.2 us of CPU per hot key on a
+// 2-core machine, against 400-600 us for the whole read of a run of 16
+// records). Measured at 64 appenders of one record each (store bench,
+// 50,000 records, alternating, load 8-9): bytes written per record 3,020
+// with schema version 5's hot table keyed by seq at 768, 2,658 with the
+// hot table in id order at 768, 2,280 at 1536 (the plain batched
+// ceiling's: about 1,300).
+const mergeKeysAt = 1536
 
 // Key statements: one hot key, rowsPerStmt of them, and the merge.
 const (
@@ -62,13 +77,20 @@ var qInsertKeys = `INSERT INTO record_keys_hot(tenant, run, seq, id, n) VALUES `
 // where, in both key tables: the UNION ALL of the same SELECT over each,
 // with k the key and r the record row. The caller appends ORDER BY and
 // LIMIT, ordering by k.seq and then r.id (in that order, after any other
-// column of the key), which each arm delivers without a sort (the key's
-// primary key, then a range of rowids) and SQLite merges. where's
+// column of the key): the record_keys arm delivers that order without a
+// sort (its primary key, then a range of rowids), the record_keys_hot arm
+// sorts the few keys of its scan that match, and SQLite merges the two. where's
 // placeholders appear twice: pass its arguments twice (twice).
 func keyedRecords(cols, where string) string {
+	// Each arm reads its keys first and each key's records by their range
+	// of rowids: CROSS JOIN fixes the order and the unary + keeps r's
+	// tenant and run from being indexed. Free to choose, SQLite's planner
+	// scans the hot table (it has no index) and then, rather than take a
+	// key's range of rowids, builds an automatic index of every record on
+	// (tenant, run) for each read (TestKeyedRecords_PlanReadsRecordsByRowid).
 	arm := func(table string) string {
-		return `SELECT ` + cols + ` FROM ` + table + ` k JOIN records r ON r.id BETWEEN k.id - k.n + 1 AND k.id
-	AND r.tenant = k.tenant AND r.run = k.run AND r.seq = k.seq - (k.id - r.id) WHERE ` + where
+		return `SELECT ` + cols + ` FROM ` + table + ` k CROSS JOIN records r ON r.id BETWEEN k.id - k.n + 1 AND k.id
+	AND +r.tenant = k.tenant AND +r.run = k.run AND r.seq = k.seq - (k.id - r.id) WHERE ` + where
 	}
 	return arm("record_keys") + "\nUNION ALL\n" + arm("record_keys_hot")
 }
@@ -115,6 +137,38 @@ func (s *Store) mergeKeysIfDue(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("merge record keys: %w", err)
 	}
 	s.hotKeys = 0
+	return nil
+}
+
+// hotKeysTable is record_keys_hot since schema version 6: the rowid is the
+// id of the key's last record, so keys are stored in the order they are
+// written (see above).
+const hotKeysTable = `CREATE TABLE IF NOT EXISTS record_keys_hot(
+	id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, n INTEGER NOT NULL) STRICT;
+`
+
+// migrateHotKeys rebuilds a record_keys_hot of schema version 5, keyed by
+// (tenant, run, seq), as hotKeysTable, with the same key rows. It runs in
+// the migration's transaction, so a file is either migrated whole or not
+// at all.
+func migrateHotKeys(ctx context.Context, tx *sql.Tx) error {
+	var rowid int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('record_keys_hot') WHERE name = 'id' AND pk = 1`).Scan(&rowid); err != nil {
+		return fmt.Errorf("read schema: %w", err)
+	}
+	if rowid == 1 {
+		return nil
+	}
+	for _, q := range []string{
+		`ALTER TABLE record_keys_hot RENAME TO record_keys_hot_v5`,
+		hotKeysTable,
+		`INSERT INTO record_keys_hot(id, tenant, run, seq, n) SELECT id, tenant, run, seq, n FROM record_keys_hot_v5 ORDER BY id`,
+		`DROP TABLE record_keys_hot_v5`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("rebuild record_keys_hot: %w", err)
+		}
+	}
 	return nil
 }
 

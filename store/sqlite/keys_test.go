@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,10 +35,24 @@ func TestConformanceKeysMerging(t *testing.T) {
 	}
 }
 
+// queryFile reads one row of one column from the file at path into dst,
+// on a connection of its own.
+func queryFile(t testing.TB, path, query string, dst any) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRow(query).Scan(dst); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
 // keyCounts reads how many key rows each table holds, how many records
 // there are and how many the keys cover, and how many records are covered
 // by other than exactly one key.
-func keyCounts(t *testing.T, path string) (cold, hot, records, covered, notOnce int) {
+func keyCounts(t testing.TB, path string) (cold, hot, records, covered, notOnce int) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)")
 	if err != nil {
@@ -197,19 +212,10 @@ func TestSchemaFourMigratesRecordKeys(t *testing.T) {
 		t.Fatalf("append after migration: %+v, %v", recs, err)
 	}
 	s.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var autoindexes int
 	var version string
-	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records' AND name LIKE 'sqlite_autoindex%'`).Scan(&autoindexes); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(`SELECT value FROM meta WHERE key = 'schema'`).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
+	queryFile(t, path, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'records' AND name LIKE 'sqlite_autoindex%'`, &autoindexes)
+	queryFile(t, path, `SELECT value FROM meta WHERE key = 'schema'`, &version)
 	if autoindexes != 0 || version != fmt.Sprint(SchemaVersion) {
 		t.Fatalf("after migration: %d autoindexes on records, schema %s", autoindexes, version)
 	}
@@ -310,5 +316,181 @@ func TestKeysMerge_HotCountSurvivesReopen(t *testing.T) {
 	s.Close()
 	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != at || hot != 0 || covered != records || notOnce != 0 {
 		t.Fatalf("the append that brought the hot keys to %d left %d cold and %d hot keys (%d of %d records covered, %d not once): the count restarted on reopen", at, cold, hot, covered, records, notOnce)
+	}
+}
+
+// v5HotKeys makes a file's record_keys_hot what schema version 5 wrote:
+// keyed by (tenant, run, seq), without a rowid.
+const v5HotKeys = `
+CREATE TABLE hot_old(
+	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL, n INTEGER NOT NULL,
+	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
+INSERT INTO hot_old SELECT tenant, run, seq, id, n FROM record_keys_hot;
+DROP TABLE record_keys_hot;
+ALTER TABLE hot_old RENAME TO record_keys_hot;
+UPDATE meta SET value = '5' WHERE key = 'schema';`
+
+// TestSchemaFiveMigratesHotKeys: a file of schema version 5, with keys in
+// both tables, is migrated when opened: record_keys_hot becomes the table
+// in id order with the same key rows, every record of every run reads back
+// as before (Read, and the scan an export makes), appends go on from each
+// run's head, and a later merge moves the migrated keys like any other.
+func TestSchemaFiveMigratesHotKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	runs := make([]store.RunID, 5)
+	for i := range runs {
+		runs[i] = store.NewRunID()
+	}
+	const at = 40
+	s := open(t, path, Options{mergeKeysAt: at})
+	for round := range 12 { // 12 rounds of 5 appends: one merge, then hot keys left
+		for i, run := range runs {
+			batch := []store.Append{note(run, fmt.Sprint(round))}
+			if i%2 == 1 {
+				batch = append(batch, note(run, "second"))
+			}
+			if _, err := s.Append(ctx, 1, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := scanAll(t, s)
+	s.Close()
+	cold0, hot0, records0, _, _ := keyCounts(t, path)
+	if cold0 == 0 || hot0 == 0 {
+		t.Fatalf("set-up: %d cold and %d hot keys; want both", cold0, hot0)
+	}
+	tamper(t, path, v5HotKeys)
+
+	s = open(t, path, Options{mergeKeysAt: at})
+	if got := scanAll(t, s); !slices.Equal(got, before) {
+		t.Fatalf("scan after migration:\n%v\nbefore:\n%v", got, before)
+	}
+	for i, run := range runs {
+		recs, err := s.Read(ctx, run, 1)
+		if want := 12 * (1 + i%2); err != nil || len(recs) != want {
+			t.Fatalf("run %d after migration reads %d records (%v), want %d", i, len(recs), err, want)
+		}
+	}
+	if cold, hot, records, covered, notOnce := keyCounts(t, path); cold != cold0 || hot != hot0 || records != records0 || covered != records || notOnce != 0 {
+		t.Fatalf("keys after migration: %d cold, %d hot (want %d, %d), %d records, %d covered, %d not keyed once", cold, hot, cold0, hot0, records, covered, notOnce)
+	}
+	var rowid int
+	var version string
+	queryFile(t, path, `SELECT count(*) FROM pragma_table_info('record_keys_hot') WHERE name = 'id' AND pk = 1`, &rowid)
+	queryFile(t, path, `SELECT value FROM meta WHERE key = 'schema'`, &version)
+	if rowid != 1 || version != fmt.Sprint(SchemaVersion) {
+		t.Fatalf("after migration: record_keys_hot keyed by id: %v; schema %s", rowid == 1, version)
+	}
+	// Enough appends for a merge of the migrated keys with new ones.
+	for round := range at / len(runs) {
+		for _, run := range runs {
+			if recs, err := s.Append(ctx, 1, []store.Append{note(run, fmt.Sprint("after", round))}); err != nil || recs[0].Seq < 13 {
+				t.Fatalf("append after migration: %+v, %v", recs, err)
+			}
+		}
+	}
+	s.Close()
+	cold, hot, records, covered, notOnce := keyCounts(t, path)
+	if cold <= cold0 || hot >= at || covered != records || notOnce != 0 {
+		t.Fatalf("after a merge: %d cold, %d hot keys, %d records, %d covered, %d not keyed once", cold, hot, records, covered, notOnce)
+	}
+	s = open(t, path, Options{})
+	for i, run := range runs {
+		recs, err := s.Read(ctx, run, 1)
+		if want := 12*(1+i%2) + at/len(runs); err != nil || len(recs) != want {
+			t.Fatalf("run %d reads %d records (%v), want %d", i, len(recs), err, want)
+		}
+	}
+}
+
+// TestKeyedRecords_PlanReadsRecordsByRowid: every query over keyedRecords
+// reads its keys, the cold ones by their primary key, and each key's
+// records by their range of rowids. Left to itself, SQLite's planner read
+// the hot table's keys and then built an automatic index of the whole
+// records table on (tenant, run) for every read: a read of a run of one
+// record cost a pass over every record of the file.
+func TestKeyedRecords_PlanReadsRecordsByRowid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.db")
+	s := open(t, path, Options{})
+	run := store.NewRunID()
+	if _, err := s.Append(context.Background(), 1, []store.Append{note(run, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	queries := map[string]struct {
+		query string
+		args  []any
+	}{
+		"read":   {qReadRun, append(twice("default", run.String(), 1, 1), 10)},
+		"epochs": {`SELECT coalesce(max(e), 0) FROM (` + qRunEpochs + `)`, twice("default", run.String())},
+		"scan":   {qScanRecords, append(twice("default", "", 0, "", 0), 10)},
+	}
+	for name, q := range queries {
+		t.Run(name, func(t *testing.T) {
+			rows, err := s.rdb.Query(`EXPLAIN QUERY PLAN `+q.query, q.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, notused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var byRowid, coldByKey int
+			for _, d := range plan {
+				switch {
+				case strings.Contains(d, "AUTOMATIC"), strings.HasPrefix(d, "SCAN r"):
+					t.Errorf("plan step %q reads records other than by the keys' rowid ranges; plan:\n%s", d, strings.Join(plan, "\n"))
+				case strings.HasPrefix(d, "SEARCH r USING INTEGER PRIMARY KEY"):
+					byRowid++
+				case strings.HasPrefix(d, "SEARCH k USING PRIMARY KEY"):
+					coldByKey++
+				}
+			}
+			if byRowid != 2 || coldByKey != 1 {
+				t.Errorf("plan reads records by rowid in %d arms (want 2), cold keys by their key in %d (want 1):\n%s", byRowid, coldByKey, strings.Join(plan, "\n"))
+			}
+		})
+	}
+}
+
+// TestAppendBulk_MergesHotKeys: a bulk append (what a restore writes
+// through) merges the hot keys when they are due, as a group of Appends
+// does. It did not: a restore left every key it wrote in record_keys_hot,
+// which every read of a run scans whole.
+func TestAppendBulk_MergesHotKeys(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	const at = 8
+	s := open(t, path, Options{mergeKeysAt: at})
+	var runs []store.RunID
+	for range 5 {
+		var apps []store.BulkAppend
+		for range 6 {
+			run := store.NewRunID()
+			runs = append(runs, run)
+			apps = append(apps, store.BulkAppend{Epoch: 1, Batch: []store.Append{note(run, "a"), note(run, "b")}})
+		}
+		if _, err := s.AppendBulk(ctx, apps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cold, hot, records, covered, notOnce := keyCounts(t, path)
+	if hot >= at || cold+hot != len(runs) || covered != records || notOnce != 0 {
+		t.Fatalf("after 5 bulk appends of 6 runs: %d cold, %d hot keys (merge due at %d), %d of %d records covered, %d not keyed once", cold, hot, at, covered, records, notOnce)
+	}
+	for _, run := range runs {
+		if recs, err := s.Read(ctx, run, 1); err != nil || len(recs) != 2 {
+			t.Fatalf("run %s reads %d records, %v", run, len(recs), err)
+		}
 	}
 }

@@ -36,7 +36,10 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 				return err
 			}
 		}
-		return nil
+		// As a group of Appends does (appendBatch): a restore of many
+		// runs would otherwise leave every key it wrote in
+		// record_keys_hot, which each read scans.
+		return s.mergeKeysIfDue(context.Background(), tx)
 	})
 	if err != nil {
 		return nil, err

@@ -46,8 +46,11 @@ import (
 // register's signed_by column (the key that signed each package); version
 // 4 the derived listing rows (derived.go); version 5 moved the records'
 // (tenant, run, seq) key out of the records table into record_keys and
-// record_keys_hot (keys.go), rebuilding the table of an older file.
-const SchemaVersion = 5
+// record_keys_hot (keys.go), rebuilding the table of an older file;
+// version 6 made record_keys_hot a table in the order of its records' ids
+// instead of keyed by (tenant, run, seq), copying the hot keys of an older
+// file across (migrateHotKeys).
+const SchemaVersion = 6
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -302,10 +305,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) STRIC
 ` + recordsTable + `CREATE TABLE IF NOT EXISTS record_keys(
 	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL, n INTEGER NOT NULL,
 	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS record_keys_hot(
-	tenant TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, id INTEGER NOT NULL, n INTEGER NOT NULL,
-	PRIMARY KEY(tenant, run, seq)) STRICT, WITHOUT ROWID;
-` + recordIndexes + `CREATE TABLE IF NOT EXISTS runs(
+` + hotKeysTable + recordIndexes + `CREATE TABLE IF NOT EXISTS runs(
 	tenant TEXT NOT NULL, run TEXT NOT NULL,
 	head_seq INTEGER NOT NULL, head_hash BLOB NOT NULL,
 	active_at INTEGER NOT NULL,
@@ -422,6 +422,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if err := migrateRecordKeys(ctx, tx); err != nil {
 		return fmt.Errorf("migrate schema to version 5: %w", err)
+	}
+	if err := migrateHotKeys(ctx, tx); err != nil {
+		return fmt.Errorf("migrate schema to version 6: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)`, fmt.Sprint(SchemaVersion)); err != nil {
 		return fmt.Errorf("record schema version: %w", err)
