@@ -48,7 +48,7 @@ func (s *Store) ScanRuns(ctx context.Context, pg *store.RunsPage, after store.Ru
 	// per column read. It is '1' for a conclusion ('0' else), the hash, then the body
 	// (a hash of another length splits it wrongly, and the caller's chain
 	// check refuses it).
-	rows, err := tx.QueryContext(ctx, qScanRecords, append(twice(s.tenant, cursor, int64(after.Seq), cursor, int64(after.Seq)), limit)...)
+	rows, err := s.query(ctx, tx, qScanRecords, append(twice(s.tenant, cursor, int64(after.Seq), cursor, int64(after.Seq)), limit)...)
 	if err != nil {
 		return fmt.Errorf("scan records after %s/%d: %w", cursor, after.Seq, err)
 	}

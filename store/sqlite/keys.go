@@ -21,7 +21,9 @@ import (
 //     keys over every page of the table, and those pages measured at 64
 //     single-record appenders as about a fifth of the bytes a record cost.
 //     A read scans the whole table for its run's keys: it holds at most
-//     about mergeKeysAt rows;
+//     about mergeKeysAt rows. The scan is neither cut short nor bounded to
+//     a range of ids: a key written behind the journal's back, anywhere in
+//     the table, over the run's records must still be met (a repeat);
 //   - record_keys holds every other key, keyed by (tenant, run, seq). The
 //     writer moves the hot keys into it in bulk (mergeKeysIfDue) once about
 //     mergeKeysAt have gathered, so each of its leaves is rewritten once
@@ -55,8 +57,10 @@ import (
 // each run it holds keys of, so more keys per merge cost fewer bytes per
 // record; every read of a run scans the hot table, so more cost each read
 // more (BenchmarkReadRun_HotKeys: about 0.2 us of CPU per hot key on a
-// 2-core machine, against 400-600 us for the whole read of a run of 16
-// records). Measured at 64 appenders of one record each (store bench,
+// 2-core machine, against about 270 us for the whole read of a run of 16
+// records with none, its statements prepared (stmts.go); about 530 us at
+// 1536 hot keys, what the read cost with none before it was prepared:
+// medians of alternating runs, load 4-6). Measured at 64 appenders of one record each (store bench,
 // 50,000 records, alternating, load 8-9): bytes written per record 3,020
 // with schema version 5's hot table keyed by seq at 768, 2,658 with the
 // hot table in id order at 768, 2,280 at 1536 (the plain batched
@@ -131,13 +135,42 @@ func (s *Store) mergeKeysIfDue(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	if _, err := s.txExec(ctx, tx, qMergeKeys); err != nil {
-		return fmt.Errorf("merge record keys: %w", err)
+		return s.mergeFailed(ctx, tx, err)
 	}
 	if _, err := s.txExec(ctx, tx, qClearHot); err != nil {
 		return fmt.Errorf("merge record keys: %w", err)
 	}
 	s.hotKeys = 0
 	return nil
+}
+
+// qDuplicateKey finds a (tenant, run, seq) that two key rows share: two hot
+// keys, or a hot key and one of record_keys.
+const qDuplicateKey = `SELECT tenant, run, seq FROM (
+	SELECT tenant, run, seq FROM record_keys_hot
+	UNION ALL
+	SELECT k.tenant, k.run, k.seq FROM record_keys_hot h JOIN record_keys k ON k.tenant = h.tenant AND k.run = h.run AND k.seq = h.seq)
+GROUP BY tenant, run, seq HAVING count(*) > 1 ORDER BY tenant, run, seq LIMIT 1`
+
+// mergeFailed explains err, the failure of a merge's move of the hot keys
+// (qMergeKeys) in tx. A key stored twice is the likely cause, and only a
+// file changed behind the journal's back can hold one (see the invariants
+// above): it is reported as corruption naming the key, not as the raw
+// UNIQUE failure of record_keys' primary key. The writer's transaction
+// rolls back either way, so nothing stored changes, and every later merge
+// fails the same way until the file is repaired.
+func (s *Store) mergeFailed(ctx context.Context, tx *sql.Tx, err error) error {
+	var tenant, run string
+	var seq int64
+	if qerr := tx.QueryRowContext(ctx, qDuplicateKey).Scan(&tenant, &run, &seq); qerr != nil {
+		return fmt.Errorf("merge record keys: %w", err)
+	}
+	detail := fmt.Sprintf("tenant %q has two record keys for this seq (in record_keys_hot and record_keys, or twice in record_keys_hot); the merge of the hot keys is refused: %v", tenant, err)
+	id, perr := store.ParseRunID(run)
+	if perr != nil {
+		return &store.CorruptError{Detail: fmt.Sprintf("stored run id %q, seq %d: %s", run, seq, detail)}
+	}
+	return &store.CorruptError{Run: id, Seq: store.Seq(seq), Detail: detail}
 }
 
 // hotKeysTable is record_keys_hot since schema version 6: the rowid is the

@@ -9,13 +9,14 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// BenchmarkReadRun_HotKeys measures reading a run of 16 records when the
-// hot key table holds hot keys of other runs (every read scans it; see
+// BenchmarkReadRun_HotKeys measures reading a run of 1 or 16 records when
+// the hot key table holds hot keys of other runs (every read scans it; see
 // keys.go), against the same read with every key merged (hot=0): what the
-// size mergeKeysAt lets the hot table reach costs a read.
+// size mergeKeysAt (1536) lets the hot table reach costs a read.
 func BenchmarkReadRun_HotKeys(b *testing.B) {
-	for _, hot := range []int{0, 768, 2048, 4096} {
-		b.Run(fmt.Sprintf("hot=%d", hot), func(b *testing.B) {
+	for _, tc := range []struct{ hot, recs int }{{0, 1}, {0, 16}, {768, 16}, {1536, 1}, {1536, 16}, {4096, 16}} {
+		hot, recs := tc.hot, tc.recs
+		b.Run(fmt.Sprintf("hot=%d/records=%d", hot, recs), func(b *testing.B) {
 			ctx := context.Background()
 			path := filepath.Join(b.TempDir(), "j.db")
 			at := 1 << 30 // no merge: the hot keys stay
@@ -29,7 +30,7 @@ func BenchmarkReadRun_HotKeys(b *testing.B) {
 			defer s.Close()
 			run := store.NewRunID()
 			var batch []store.Append
-			for i := range 16 {
+			for i := range recs {
 				batch = append(batch, store.Append{Run: run, Kind: "Note", Fields: []byte(fmt.Sprintf(`{"i":%d}`, i))})
 			}
 			if _, err := s.Append(ctx, 1, batch); err != nil {
@@ -56,9 +57,9 @@ func BenchmarkReadRun_HotKeys(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := processCPU(b)
 			for b.Loop() {
-				recs, err := s.Read(ctx, run, 1)
-				if err != nil || len(recs) != 16 {
-					b.Fatalf("read %d records, %v", len(recs), err)
+				got, err := s.Read(ctx, run, 1)
+				if err != nil || len(got) != recs {
+					b.Fatalf("read %d records, %v", len(got), err)
 				}
 			}
 			// CPU per read is steadier than the time on a shared machine.

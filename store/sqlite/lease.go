@@ -91,11 +91,14 @@ func (s *Store) Acquire(ctx context.Context, run store.RunID, owner string, ttl 
 // qRunEpochs lists the epoch of each of a run's records.
 var qRunEpochs = keyedRecords(`json_extract(CAST(r.raw AS TEXT), '$.epoch') AS e`, `k.tenant=? AND k.run=?`)
 
+// qChainEpoch is the highest of them, 0 for a run without records.
+var qChainEpoch = `SELECT coalesce(max(e), 0) FROM (` + qRunEpochs + `)`
+
 // chainEpoch returns the highest epoch among the run's records (0 for a
 // run with none), read from their canonical bodies.
 func (s *Store) chainEpoch(ctx context.Context, q querier, run store.RunID) (store.Epoch, error) {
 	var top int64
-	err := q.QueryRowContext(ctx, `SELECT coalesce(max(e), 0) FROM (`+qRunEpochs+`)`, twice(s.tenant, run.String())...).Scan(&top)
+	err := s.queryRow(ctx, q, qChainEpoch, twice(s.tenant, run.String())...).Scan(&top)
 	if err != nil {
 		return 0, fmt.Errorf("read the epochs of run %s: %w", run, err)
 	}

@@ -71,7 +71,7 @@ func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, 
 	if limit >= 0 && from+store.Seq(limit)-1 < end {
 		end = from + store.Seq(limit) - 1
 	}
-	rows, err := tx.QueryContext(ctx, qReadRun, append(twice(s.tenant, run.String(), int64(from), int64(from)), limit)...)
+	rows, err := s.query(ctx, tx, qReadRun, append(twice(s.tenant, run.String(), int64(from), int64(from)), limit)...)
 	if err != nil {
 		return fmt.Errorf("read run %s: %w", run, err)
 	}

@@ -125,7 +125,8 @@ type file struct {
 	tokenErr  error
 
 	wal       *walSync               // flushes the WAL behind the writer; nil: synchronous=FULL does
-	hot       map[string]*sql.Stmt   // prepared on the writer connection; see stmts.go
+	hot       stmts                  // prepared on the writer connection; see stmts.go
+	reads     stmts                  // prepared on the read pool; see stmts.go
 	hotKeys   int                    // the writer's estimate of the rows in record_keys_hot; see keys.go
 	mergeAt   int                    // merge the hot keys when hotKeys reaches it
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt

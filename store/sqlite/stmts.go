@@ -60,38 +60,72 @@ func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads, qChainEpoch}
 
-// prepareHot prepares hotQueries on the writer connection. It must run
-// before the writer starts: the writer's transaction holds the only
-// connection, and a Prepare on the pool would wait for it forever.
-func (s *Store) prepareHot(ctx context.Context) error {
-	s.hot = make(map[string]*sql.Stmt, len(hotQueries))
-	for _, q := range hotQueries {
-		st, err := s.wdb.PrepareContext(ctx, q)
+// readQueries are the statements of the read paths every read of a run
+// takes (Head, Read, ReadPage, Verify, an export's page). Their union over
+// both key tables (keyedRecords) cost SQLite more to parse and plan than a
+// short run's read costs to execute, so they are prepared on the read pool:
+// database/sql prepares each on a pool connection the first time that
+// connection runs it and keeps it there while the connection lives.
+var readQueries = []string{qLoadRun, qReadRun, qScanRecords}
+
+// stmts are statements prepared on one pool, by query.
+type stmts map[string]*sql.Stmt
+
+// prepareStmts prepares queries on db.
+func prepareStmts(ctx context.Context, db *sql.DB, queries []string) (stmts, error) {
+	m := make(stmts, len(queries))
+	for _, q := range queries {
+		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
-			s.closeHot()
-			return fmt.Errorf("prepare %q: %w", q, err)
+			m.close()
+			return nil, fmt.Errorf("prepare %q: %w", q, err)
 		}
-		s.hot[q] = st
+		m[q] = st
 	}
-	return nil
+	return m, nil
 }
 
-func (s *Store) closeHot() error {
+func (m stmts) close() error {
 	var errs []error
-	for _, st := range s.hot {
+	for _, st := range m {
 		errs = append(errs, st.Close())
 	}
 	return errors.Join(errs...)
 }
 
-// hotStmt returns query's prepared statement bound to tx, or nil. Only the
-// writer's own transaction may use one: a statement prepared on the writer
-// connection fails in a reader's transaction.
+// prepareHot prepares hotQueries on the writer connection and readQueries
+// on the read pool. It must run before the writer starts: the writer's
+// transaction holds the only connection, and a Prepare on that pool would
+// wait for it forever.
+func (s *Store) prepareHot(ctx context.Context) error {
+	var err error
+	if s.hot, err = prepareStmts(ctx, s.wdb, hotQueries); err != nil {
+		return err
+	}
+	if s.reads, err = prepareStmts(ctx, s.rdb, readQueries); err != nil {
+		s.hot.close()
+		return err
+	}
+	return nil
+}
+
+func (s *Store) closeHot() error { return errors.Join(s.hot.close(), s.reads.close()) }
+
+// hotStmt returns query's prepared statement bound to tx, or nil: the
+// writer's own statement in the writer's transaction, the read pool's in
+// any other. A statement prepared on the writer connection must not run in
+// a reader's transaction (it would be prepared again on the reader's
+// connection, and a write refused there); one of the read pool's, bound to
+// a transaction of another pool, would only be prepared again for it.
 func (s *Store) hotStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
-	st := s.hot[query]
-	if st == nil || s.wtx.Load() != tx {
+	set := s.reads
+	if s.wtx.Load() == tx {
+		set = s.hot
+	}
+	st := set[query]
+	if st == nil {
 		return nil
 	}
 	return tx.StmtContext(ctx, st)
@@ -132,13 +166,26 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...an
 	return tx.ExecContext(ctx, query, args...)
 }
 
-// queryRow runs query on q, through its prepared statement when q is the
-// writer's transaction and the query has one.
+// queryRow runs query on q, through its prepared statement when it has
+// one for q: in a transaction (hotStmt), or on the read pool itself.
 func (s *Store) queryRow(ctx context.Context, q querier, query string, args ...any) *sql.Row {
-	if tx, ok := q.(*sql.Tx); ok {
-		if st := s.hotStmt(ctx, tx, query); st != nil {
+	switch q := q.(type) {
+	case *sql.Tx:
+		if st := s.hotStmt(ctx, q, query); st != nil {
+			return st.QueryRowContext(ctx, args...)
+		}
+	case *sql.DB:
+		if st := s.reads[query]; st != nil && q == s.rdb {
 			return st.QueryRowContext(ctx, args...)
 		}
 	}
 	return q.QueryRowContext(ctx, query, args...)
+}
+
+// query runs query in tx, through its prepared statement when it has one.
+func (s *Store) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := s.hotStmt(ctx, tx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
 }

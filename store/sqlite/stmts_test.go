@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -10,11 +11,13 @@ import (
 )
 
 // TestHotStatementsOnlyInWriter runs readers that share the writer's queries
-// (loadRun) while appends are in flight: a statement prepared on the writer
-// connection must never be used by a reader, and the writer must use it.
+// (loadRun) while appends, and merges of their keys, are in flight: a
+// statement prepared on the writer connection must never be used by a
+// reader, the writer must use it, and the read pool's own prepared
+// statements (readQueries) must read what each snapshot holds.
 func TestHotStatementsOnlyInWriter(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), Options{})
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), Options{mergeKeysAt: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +39,10 @@ func TestHotStatementsOnlyInWriter(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				if _, err := s.Read(ctx, run, 1); err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Error(err)
+					return
+				}
 			}
 		}()
 	}
@@ -49,8 +56,8 @@ func TestHotStatementsOnlyInWriter(t *testing.T) {
 	if d, err := s.Verify(ctx, run); err != nil || d != mustHead(t, s, run).Hash {
 		t.Fatal(d, err)
 	}
-	if len(s.hot) != len(hotQueries) {
-		t.Fatalf("%d hot statements prepared, want %d", len(s.hot), len(hotQueries))
+	if len(s.hot) != len(hotQueries) || len(s.reads) != len(readQueries) {
+		t.Fatalf("%d hot and %d read statements prepared, want %d and %d", len(s.hot), len(s.reads), len(hotQueries), len(readQueries))
 	}
 }
 
