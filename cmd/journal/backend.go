@@ -116,7 +116,7 @@ func (a *app) openFile(ctx context.Context, path, tenant, origin string) (*sqlit
 	if err := store.ValidateTenant(tenant); err != nil {
 		return nil, usageErrorf("--tenant: %v", err)
 	}
-	return sqlite.Open(ctx, path, sqlite.Options{Tenant: tenant, Origin: origin, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes()})
+	return sqlite.Open(ctx, path, sqlite.Options{Tenant: tenant, Origin: origin, Logger: a.log, NodeCacheBytes: a.nodeCacheBytes(), NoWarm: !a.serving})
 }
 
 // openStore opens tenant's view of the journal at loc. With create, a

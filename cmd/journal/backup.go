@@ -136,7 +136,7 @@ func (a *app) backup(ctx context.Context, loc location, out string, asJSON bool)
 // and returns each tenant's stated scope, or the first failure.
 func (a *app) verifyCopy(ctx context.Context, path string) (backupReport, error) {
 	var rep backupReport
-	first, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log})
+	first, err := sqlite.Open(ctx, path, sqlite.Options{Logger: a.log, NoWarm: true}) // verifies, serves no proofs
 	if err != nil {
 		return rep, fmt.Errorf("open the copy: %w", err)
 	}

@@ -89,6 +89,9 @@ type coldStart struct {
 	// Warm is whether the store warmed its proofs' pages (postgres.Store's
 	// warm at open); the first pass ran while it did.
 	Warm bool `json:"warm"`
+	// WaitedWarm is whether the first pass began only once the warm had
+	// ended (SQLite's cold starts; PostgreSQL's first pass runs during it).
+	WaitedWarm bool `json:"waited_warm,omitempty"`
 	// Restarted is whether the server was restarted first (PostgreSQL:
 	// --proofs-pg-restart), so that its shared_buffers were empty;
 	// CacheDropped whether the kernel's page cache was dropped. A reason
@@ -145,21 +148,17 @@ func benchProofs(ctx context.Context, dir string, n, k, served int, pgDSN string
 		}
 		run := benchjournal.NewProofRun(runs, tree, uint64(n), root, 0)
 		o.Run = run
-		c := coldStart{LoadBefore: loadAverage(), RestartError: "SQLite has no server to restart"}
-		c.CacheDropped, c.DropError = dropText(dropPageCache())
-		s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
-		if err != nil {
-			return nil, err
+		for _, warm := range []bool{false, true} {
+			c, err := sqliteColdStart(ctx, path, k, run, warm)
+			if err != nil {
+				return nil, err
+			}
+			colds = append(colds, c)
 		}
-		c.Inclusion, c.Consistency, err = run.Pass(ctx, s, k)
-		s.Close()
-		if err != nil {
-			return nil, err
-		}
-		c.LoadAfter = loadAverage()
-		colds = append(colds, c)
 	}
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger()})
+	// The steady state's store does not warm: its passes measure the
+	// proofs, not a background read beside them.
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger(), NoWarm: true})
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +173,47 @@ func benchProofs(ctx context.Context, dir string, n, k, served int, pgDSN string
 	}
 	rep.Postgres, err = benchProofsPostgres(ctx, pgDSN, n, benchjournal.ProofOptions{Samples: k, Served: served}, keep, x)
 	return rep, err
+}
+
+// sqliteColdStart drops the kernel's page cache, opens the store at path
+// with its warm on or off and measures a first pass of k proofs of each
+// kind; with the warm, only once it has ended (as "journal serve
+// --wait-warm" answers its first proofs).
+func sqliteColdStart(ctx context.Context, path string, k int, run *benchjournal.ProofRun, warm bool) (coldStart, error) {
+	c := coldStart{Warm: warm, WaitedWarm: warm, LoadBefore: loadAverage(), RestartError: "SQLite has no server to restart"}
+	c.CacheDropped, c.DropError = dropText(dropPageCache())
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger(), NoWarm: !warm})
+	if err != nil {
+		return c, err
+	}
+	defer s.Close()
+	if warm {
+		w, err := s.WaitWarm(ctx)
+		if err != nil {
+			return c, err
+		}
+		c.WarmSeconds, c.WarmReadSeconds = w.Took.Seconds(), w.Indexes.Seconds()
+		c.WarmMethod, c.WarmPages = w.Method, w.Pages
+		if w.Err != nil {
+			c.WarmError = w.Err.Error()
+		}
+	}
+	if !warm {
+		if c.Inclusion, c.Consistency, err = run.Pass(ctx, s, k); err != nil {
+			return c, err
+		}
+	} else {
+		// The size read timed after each proof is the ceiling beside the
+		// pass: on a loaded machine it says how much of a p99 the
+		// scheduler took.
+		var ceil benchjournal.ProofLatency
+		if c.Inclusion, c.Consistency, ceil, err = run.PassWithCeiling(ctx, s, k); err != nil {
+			return c, err
+		}
+		c.AfterCeiling = &ceil
+	}
+	c.LoadAfter = loadAverage()
+	return c, nil
 }
 
 // dropText is dropPageCache's outcome as coldStart's fields.
@@ -420,7 +460,9 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 	for _, c := range cs {
 		how := "warm off"
-		if c.Warm {
+		if c.WaitedWarm {
+			how = "warm on, first pass after it"
+		} else if c.Warm {
 			how = "warm on, first pass during it"
 		}
 		fmt.Fprintf(w, "%s cold start, %s (load %.2f before, %.2f after):\n", backend, how, c.LoadBefore, c.LoadAfter)
@@ -441,10 +483,16 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 		line("consistency, first pass", c.Consistency)
 		if c.Warm {
 			ended := "after the first pass"
-			if c.WarmEndedInPass {
+			if c.WaitedWarm {
+				ended = "before the first pass"
+			} else if c.WarmEndedInPass {
 				ended = "within the first pass"
 			}
-			fmt.Fprintf(w, "  warm: %s, %d pages (%d into shared_buffers) in %.2fs, then the node cache: %.2fs in all, ended %s", c.WarmMethod, c.WarmPages, c.WarmBuffered, c.WarmReadSeconds, c.WarmSeconds, ended)
+			buffered := ""
+			if backend == "PostgreSQL" {
+				buffered = fmt.Sprintf(" (%d into shared_buffers)", c.WarmBuffered)
+			}
+			fmt.Fprintf(w, "  warm: %s, %d pages%s in %.2fs, then the node cache: %.2fs in all, ended %s", c.WarmMethod, c.WarmPages, buffered, c.WarmReadSeconds, c.WarmSeconds, ended)
 			if c.WarmFallback != "" {
 				fmt.Fprintf(w, "; not pg_prewarm: %s", c.WarmFallback)
 			}
@@ -452,6 +500,9 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 				fmt.Fprintf(w, "; STOPPED SHORT: %s", c.WarmError)
 			}
 			fmt.Fprintln(w)
+			if c.WaitedWarm && c.AfterCeiling != nil {
+				fmt.Fprintf(w, "  %-28s wall p50 %5.0f µs  p99 %6.0f µs  cpu p99 %5.0f µs\n", "ceiling: the size read", c.AfterCeiling.P50us, c.AfterCeiling.P99us, c.AfterCeiling.CPUP99us)
+			}
 			if c.AfterInclusion != nil {
 				line("inclusion, after the warm", *c.AfterInclusion)
 				line("consistency, after the warm", *c.AfterConsistency)

@@ -51,7 +51,7 @@ type app struct {
 	tenant   string // --tenant
 	peakRSS  bool   // --peak-rss (hidden): report peak RSS on exit, for bench
 	onePass  bool   // the command reads the journal once and proves nothing (nodeCacheBytes, export.go)
-	serving  bool   // the command serves proofs until stopped: a PostgreSQL store warms them (serve.go)
+	serving  bool   // the command serves proofs until stopped: the store warms them (serve.go)
 
 	onServe func(addr string) // tests learn where serve listens
 

@@ -57,7 +57,7 @@ type serveConfig struct {
 	maxRetry  time.Duration
 	pollEvery time.Duration
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
-	waitWarm  bool              // --wait-warm: listen only once a PostgreSQL store's proofs are warm
+	waitWarm  bool              // --wait-warm: listen only once the stores' proofs are warm
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
 	ready     func(addr string) // tests learn the bound address
@@ -102,7 +102,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
-	f.BoolVar(&c.waitWarm, "wait-warm", false, "with a postgres:// --store, start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs); without it proofs are served, slower, while they are")
+	f.BoolVar(&c.waitWarm, "wait-warm", false, "start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs, after a reboot or a PostgreSQL restart); without it proofs are served, slower, while they are")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
 	return cmd

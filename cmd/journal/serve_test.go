@@ -658,4 +658,23 @@ func TestServeTenants(t *testing.T) {
 	if code, _ := sv.do("GET", "/v1/runs?tenant=zeta", acme, ""); code != 403 {
 		t.Errorf("acme's token on an unserved tenant: %d, want 403", code)
 	}
+	sv.stop()
+
+	// Restarted with --wait-warm, serve reads the file's proof pages in
+	// before it listens, once for the file both tenants share: the warm's
+	// line comes before "serving".
+	sv = startServe(t, db, "--tenants", "acme", "--wait-warm")
+	errs := sv.stderr.String()
+	at := strings.Index(errs, "tenant default: proofs' pages warmed in ")
+	serving := strings.Index(errs, "journal: serving")
+	if at < 0 || serving < 0 || at > serving || !strings.Contains(errs[at:], "(b-tree walk, ") {
+		t.Errorf("--wait-warm: no warm line before listening:\n%s", errs)
+	}
+	if n := strings.Count(errs, "proofs' pages warmed in "); n != 1 {
+		t.Errorf("--wait-warm: %d warm lines for one file, want 1:\n%s", n, errs)
+	}
+	sv.tenant = "acme"
+	if code, b := sv.do("GET", "/v1/checkpoint", acme, ""); code != 200 || !strings.Contains(b, "\n2\n") {
+		t.Errorf("acme's checkpoint after a warm start: %d %s", code, b)
+	}
 }

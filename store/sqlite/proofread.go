@@ -170,7 +170,9 @@ func (s *Store) proofNodes(size uint64) log.NodeReader {
 // misses: nodes a proof's statement read with the size (log.Ahead).
 func (s *Store) proofReader(size uint64, ahead []log.Node) log.NodeReader {
 	c := s.nodeCache()
-	c.FillInBackground(s.fillContext(), log.RangeOf(s.LogNodes), size)
+	if !s.warm.reading.Load() { // else the warm starts it (warm.go)
+		c.FillInBackground(s.fillContext(), log.RangeOf(s.LogNodes), size)
+	}
 	var r log.NodeReader = poolNodes{s}
 	if ahead != nil {
 		r = log.Ahead(ahead, countedNodes{s})

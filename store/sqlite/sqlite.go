@@ -84,6 +84,9 @@ type Options struct {
 	// caller is in one group at a time, so only two cohorts can overlap.
 	// A file not in WAL mode ignores it.
 	PipelineFlush bool
+	// NoWarm keeps Open from reading the proofs' pages in the background
+	// (warm.go), for a process that serves no proofs.
+	NoWarm bool
 
 	// oneByOne writes every append alone in its savepoint instead of
 	// batching neighbours in a group (tests hold both paths to the
@@ -115,6 +118,7 @@ type file struct {
 	refs   atomic.Int64 // open Store handles over this file
 
 	proofs proofReads // the log's read paths' statements and node caches; see proofread.go
+	warm   warmState  // reads the proofs' pages in after Open; see warm.go
 
 	tokenOnce sync.Once // prepares tokenStmt on the read pool, on first use
 	tokenStmt *sql.Stmt
@@ -226,6 +230,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
 	s.startWriter(opts.MaxGroup, !opts.oneByOne)
+	s.startWarm(opts)
 	return s, nil
 }
 
@@ -239,6 +244,7 @@ func (s *Store) Close() error {
 	}
 	var err error
 	s.closeOnce.Do(func() {
+		s.stopWarm()
 		s.closeWriter()
 		if s.wal != nil {
 			s.wal.close()

@@ -1,0 +1,193 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/runseal/runseal/store"
+)
+
+// warmRuns is the size of the logs the warm's tests build: a few thousand
+// pages of proof b-trees, more than the kernel reads ahead around the few
+// pages Open itself reads.
+const warmRuns = 50000
+
+// sealedLog builds a file holding a log of n sealed runs and returns its
+// path and runs.
+func sealedLog(t *testing.T, n int) (string, []store.RunID) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "warm.db")
+	runs, _, err := CreateSealedLog(context.Background(), path, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, runs
+}
+
+// proofPages are the page numbers of the proof b-trees of the file at
+// path, read (by dbstat, which reads them) through a connection of its own.
+func proofPages(t *testing.T, path string) []int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT pageno FROM dbstat WHERE name IN ('runs', 'log_nodes')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWarm_EmptyLogReadsNothing: a file with no sealed run has nothing for
+// a proof to read; the warm ends at once, having read nothing.
+func TestWarm_EmptyLogReadsNothing(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "j.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Method != "" || rep.Pages != 0 || rep.NodeCache || rep.Err != nil {
+		t.Fatalf("warm of an empty log: %+v, want nothing read", rep)
+	}
+}
+
+// TestWarm_FillsNodeCache: once the warm has ended, the node cache holds
+// the log's upper levels, so that a first inclusion proof reads from the
+// file no node above the ones its own statement brings (it would read the
+// levels the cache keeps, one statement more, without the warm).
+func TestWarm_FillsNodeCache(t *testing.T) {
+	ctx := context.Background()
+	path, runs := sealedLog(t, 5000)
+	for _, warm := range []bool{false, true} {
+		s, err := Open(ctx, path, Options{NoWarm: !warm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := s.WaitWarm(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.NodeCache != warm || (rep.Method != "") != warm || rep.Err != nil {
+			t.Fatalf("warm %v: report %+v", warm, rep)
+		}
+		if warm && rep.Pages != int64(len(proofPages(t, path))) {
+			t.Errorf("warm read %d pages, want the proof b-trees' %d", rep.Pages, len(proofPages(t, path)))
+		}
+		before := s.ProofRoundTrips()
+		if _, err := s.InclusionProof(ctx, runs[1234]); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.ProofRoundTrips()-before, map[bool]uint64{false: 2, true: 1}[warm]; got != want {
+			t.Errorf("warm %v: a first inclusion proof ran %d statements, want %d", warm, got, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWarm_CloseStopsIt: Close returns only once a warm under way has
+// stopped (it reads nothing of a closed file), and WaitWarm then returns
+// what it did, stopped short (of class ErrWarm) or whole; a proof on the
+// closed store is store.ErrClosed, not a warm's error.
+func TestWarm_CloseStopsIt(t *testing.T) {
+	ctx := context.Background()
+	path, runs := sealedLog(t, warmRuns)
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.warm.done:
+	default:
+		t.Fatal("the warm still runs after Close returned")
+	}
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Err != nil && !errors.Is(rep.Err, ErrWarm) {
+		t.Fatalf("warm error %v is not of class ErrWarm", rep.Err)
+	}
+	if _, err := s.InclusionProof(ctx, runs[0]); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("proof after Close: %v, want store.ErrClosed", err)
+	}
+}
+
+// TestWarm_CorruptPageIsReportedNotFatal: a warm that cannot read a page
+// of the proof b-trees stops there and says why (class ErrWarm, the step
+// named: dbstat's walk counts a page it cannot parse, the node cache's
+// fill then fails on it), and the store it was opened with still opens
+// and serves the proofs whose pages it can read.
+func TestWarm_CorruptPageIsReportedNotFatal(t *testing.T) {
+	ctx := context.Background()
+	path, runs := sealedLog(t, 5000)
+	// The first leaf page of log_nodes holds level 0's first nodes, which
+	// a proof of a run far from them does not read.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, size int64
+	err = db.QueryRow(`SELECT min(pageno) FROM dbstat WHERE name = 'log_nodes' AND pagetype = 'leaf'`).Scan(&page)
+	if err == nil {
+		err = db.QueryRow(`PRAGMA page_size`).Scan(&size)
+	}
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xEE}, (page-1)*size); err != nil { // no b-tree page type
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("Open with a page the warm cannot read: %v", err)
+	}
+	defer s.Close()
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var we *WarmError
+	if !errors.Is(rep.Err, ErrWarm) || !errors.As(rep.Err, &we) || we.Step == "" {
+		t.Fatalf("warm over a corrupt page: %+v, want a WarmError naming its step", rep)
+	}
+	if rep.NodeCache {
+		t.Error("the warm filled the node cache after it stopped short")
+	}
+	if _, err := s.InclusionProof(ctx, runs[4000]); err != nil {
+		t.Fatalf("a proof after a warm that stopped short: %v", err)
+	}
+}
