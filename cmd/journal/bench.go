@@ -177,6 +177,7 @@ memory, not durability) and are removed afterwards unless --keep.`,
   journal bench --throughput=false --verify-records 1000000 --json
   journal bench --throughput=false --proofs 1000000
   journal bench --throughput=false --proofs 1000000 --proofs-postgres postgres://localhost/runseal --keep
+  journal bench --throughput=false --proofs 1000000 --proofs-cold --proofs-postgres postgres://localhost/runseal --proofs-pg-restart 'systemctl restart postgresql'
   journal bench --throughput=false --restore 1000000 --restore-postgres postgres://localhost/runseal
   journal bench --sealed --batch 1`,
 		Args: cobra.NoArgs,

@@ -69,13 +69,16 @@ type proofsColdOptions struct {
 
 func (x *proofsColdOptions) flags(f *pflag.FlagSet) {
 	f.BoolVar(&x.cold, "proofs-cold", false, "with --proofs, first measure cold starts: drop the kernel's page cache (root, Linux), restart PostgreSQL (--proofs-pg-restart) and reopen the store, once with its warm off and once on")
-	f.StringVar(&x.restart, "proofs-pg-restart", "", "with --proofs-cold, a shell command that restarts the PostgreSQL server of --proofs-postgres and returns once it accepts connections")
+	f.StringVar(&x.restart, "proofs-pg-restart", "", "with --proofs-cold, a shell command that restarts the PostgreSQL server of --proofs-postgres and returns once it accepts connections (interrupting the bench while it runs may leave the server stopped)")
 	f.BoolVar(&x.sqlite, "proofs-sqlite", true, "with --proofs, measure the SQLite store (false: PostgreSQL only)")
 }
 
 func (x *proofsColdOptions) validate(o *benchOptions) error {
 	if !x.sqlite && o.proofsPG == "" {
 		return usageErrorf("--proofs-sqlite=false needs --proofs-postgres")
+	}
+	if x.cold && o.proofs == 0 {
+		return usageErrorf("--proofs-cold needs --proofs")
 	}
 	if x.restart != "" && (!x.cold || o.proofsPG == "") {
 		return usageErrorf("--proofs-pg-restart needs --proofs-cold and --proofs-postgres")
@@ -107,17 +110,20 @@ type coldStart struct {
 	// With the warm: how long it took (from the store's open), how it read
 	// the indexes, how many pages, whether it ended before the first pass
 	// did, why it stopped short if it did, and a second pass right after it.
-	WarmSeconds           float64                    `json:"warm_seconds,omitempty"`
-	WarmReadSeconds       float64                    `json:"warm_read_seconds,omitempty"` // of which reading the indexes and tables, before the node cache's fill
-	WarmMethod            string                     `json:"warm_method,omitempty"`
-	WarmPages             int64                      `json:"warm_pages,omitempty"`
-	WarmBuffered          int64                      `json:"warm_buffered,omitempty"`
-	WarmFallback          string                     `json:"warm_fallback,omitempty"`
-	WarmError             string                     `json:"warm_error,omitempty"`
-	WarmEndedInPass       bool                       `json:"warm_ended_in_pass,omitempty"`
-	AfterInclusion        *benchjournal.ProofLatency `json:"after_warm_inclusion,omitempty"`
-	AfterConsistency      *benchjournal.ProofLatency `json:"after_warm_consistency,omitempty"`
-	AfterCeiling          *benchjournal.ProofLatency `json:"after_warm_ceiling,omitempty"` // the size read, timed after each of those proofs
+	WarmSeconds      float64                    `json:"warm_seconds,omitempty"`
+	WarmReadSeconds  float64                    `json:"warm_read_seconds,omitempty"` // of which reading the indexes and tables, before the node cache's fill
+	WarmMethod       string                     `json:"warm_method,omitempty"`
+	WarmPages        int64                      `json:"warm_pages,omitempty"`
+	WarmBuffered     int64                      `json:"warm_buffered,omitempty"`
+	WarmFallback     string                     `json:"warm_fallback,omitempty"`
+	WarmError        string                     `json:"warm_error,omitempty"`
+	WarmEndedInPass  bool                       `json:"warm_ended_in_pass,omitempty"`
+	AfterInclusion   *benchjournal.ProofLatency `json:"after_warm_inclusion,omitempty"`
+	AfterConsistency *benchjournal.ProofLatency `json:"after_warm_consistency,omitempty"`
+	AfterCeiling     *benchjournal.ProofLatency `json:"after_warm_ceiling,omitempty"` // the size read, timed after each of those proofs
+	// Reproven is how many of this cold start's measured inclusion proofs
+	// were of runs proven before (the bench ran out of runs never proven).
+	Reproven              int `json:"reproven,omitempty"`
 	LoadBefore, LoadAfter float64
 }
 
@@ -180,7 +186,8 @@ func benchProofs(ctx context.Context, dir string, n, k, served int, pgDSN string
 // kind; with the warm, only once it has ended (as "journal serve
 // --wait-warm" answers its first proofs).
 func sqliteColdStart(ctx context.Context, path string, k int, run *benchjournal.ProofRun, warm bool) (coldStart, error) {
-	c := coldStart{Warm: warm, WaitedWarm: warm, LoadBefore: loadAverage(), RestartError: "SQLite has no server to restart"}
+	c := coldStart{Warm: warm, WaitedWarm: warm, LoadBefore: loadAverage()}
+	defer func(before int) { c.Reproven = run.Reproven - before }(run.Reproven)
 	c.CacheDropped, c.DropError = dropText(dropPageCache())
 	s, err := sqlite.Open(ctx, path, sqlite.Options{Logger: quietLogger(), NoWarm: !warm})
 	if err != nil {
@@ -324,6 +331,7 @@ func benchProofsPostgres(ctx context.Context, dsn string, n int, o benchjournal.
 // another.
 func pgColdStart(ctx context.Context, dsn, schema string, n, k int, run *benchjournal.ProofRun, warm bool, restart string) (coldStart, error) {
 	c := coldStart{Warm: warm, LoadBefore: loadAverage()}
+	defer func(before int) { c.Reproven = run.Reproven - before }(run.Reproven)
 	if restart == "" {
 		c.RestartError = "not restarted (no --proofs-pg-restart): shared_buffers kept what they held"
 	} else if out, err := exec.CommandContext(ctx, "sh", "-c", restart).CombinedOutput(); err != nil {
@@ -332,20 +340,23 @@ func pgColdStart(ctx context.Context, dsn, schema string, n, k int, run *benchjo
 		c.Restarted = true
 	}
 	c.CacheDropped, c.DropError = dropText(dropPageCache())
-	t0 := time.Now()
 	s, err := openProofStore(ctx, dsn, schema, n, !warm)
 	if err != nil {
 		return c, err
 	}
 	defer s.close()
+	// The warm started inside the open, so it ended by opened+Took at the
+	// latest: "within the first pass" is claimed only when that is before
+	// the pass ended.
+	opened := time.Now()
 	if c.Inclusion, c.Consistency, err = run.Pass(ctx, s, k); err != nil {
 		return c, err
 	}
+	passEnd := time.Now()
 	if !warm {
 		c.LoadAfter = loadAverage()
 		return c, nil
 	}
-	pass := time.Since(t0)
 	w, err := s.WaitWarm(ctx)
 	if err != nil {
 		return c, err
@@ -358,7 +369,7 @@ func pgColdStart(ctx context.Context, dsn, schema string, n, k int, run *benchjo
 	if w.Err != nil {
 		c.WarmError = w.Err.Error()
 	}
-	c.WarmEndedInPass = w.Took < pass
+	c.WarmEndedInPass = opened.Add(w.Took).Before(passEnd)
 	inc, cons, ceil, err := run.PassWithCeiling(ctx, s, k)
 	if err != nil {
 		return c, err
@@ -446,6 +457,9 @@ func printProofTable(w io.Writer, backend string, p *proofsReport) {
 			fmt.Fprintf(w, "where the time went, %s: slowest 1%% %s; all %s\n", l.name, shareText(t.Slowest), shareText(t.All))
 		}
 	}
+	if p.Reproven > 0 {
+		fmt.Fprintf(w, "%d of the measured inclusion proofs were of runs proven before (too few runs for the passes)\n", p.Reproven)
+	}
 	if p.Served > 0 {
 		fmt.Fprintf(w, "before the second pass the store served %d inclusion proofs of other runs, unmeasured, in %.1fs\n", p.Served, p.ServedSeconds)
 	}
@@ -466,8 +480,11 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 			how = "warm on, first pass during it"
 		}
 		fmt.Fprintf(w, "%s cold start, %s (load %.2f before, %.2f after):\n", backend, how, c.LoadBefore, c.LoadAfter)
-		if !c.Restarted {
+		if !c.Restarted && backend == "PostgreSQL" { // SQLite has no server: its cold start is the page cache
 			fmt.Fprintf(w, "  NOT a cold server: %s\n", c.RestartError)
+		}
+		if c.Reproven > 0 {
+			fmt.Fprintf(w, "  %d of the measured inclusion proofs were of runs proven before (too few runs for the passes)\n", c.Reproven)
 		}
 		if !c.CacheDropped {
 			fmt.Fprintf(w, "  NOT a cold page cache: %s\n", c.DropError)
@@ -488,11 +505,14 @@ func printColdStarts(w io.Writer, backend string, cs []coldStart) {
 			} else if c.WarmEndedInPass {
 				ended = "within the first pass"
 			}
-			buffered := ""
-			if backend == "PostgreSQL" {
-				buffered = fmt.Sprintf(" (%d into shared_buffers)", c.WarmBuffered)
+			pages := ""
+			if c.WarmPages >= 0 { // index scans do not count their pages
+				pages = fmt.Sprintf(", %d pages", c.WarmPages)
+				if backend == "PostgreSQL" {
+					pages += fmt.Sprintf(" (%d into shared_buffers)", c.WarmBuffered)
+				}
 			}
-			fmt.Fprintf(w, "  warm: %s, %d pages%s in %.2fs, then the node cache: %.2fs in all, ended %s", c.WarmMethod, c.WarmPages, buffered, c.WarmReadSeconds, c.WarmSeconds, ended)
+			fmt.Fprintf(w, "  warm: %s%s in %.2fs, then the node cache: %.2fs in all, ended %s", c.WarmMethod, pages, c.WarmReadSeconds, c.WarmSeconds, ended)
 			if c.WarmFallback != "" {
 				fmt.Fprintf(w, "; not pg_prewarm: %s", c.WarmFallback)
 			}

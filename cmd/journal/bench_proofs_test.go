@@ -16,6 +16,7 @@ func TestBenchProofs(t *testing.T) {
 	expect(t, cli(t, "", "", "bench", "--proofs", "10", "--proofs-served", "-1"), exitUsage, "--proofs-served must not be negative")
 	expect(t, cli(t, "", "", "bench", "--proofs", "10", "--proofs-sqlite=false"), exitUsage, "--proofs-sqlite=false needs --proofs-postgres")
 	expect(t, cli(t, "", "", "bench", "--proofs", "10", "--proofs-postgres", "postgres://localhost/x", "--proofs-pg-restart", "true"), exitUsage, "--proofs-pg-restart needs --proofs-cold")
+	expect(t, cli(t, "", "", "bench", "--proofs-cold"), exitUsage, "--proofs-cold needs --proofs")
 	dsn := pgtest.Single(t)
 	// A schema of the test's own: without --keep the bench drops its
 	// schema, and $RUNSEAL_POSTGRES_DSN may name a server whose

@@ -72,7 +72,8 @@ func (a *app) serveCmd() *cobra.Command {
 		Long:  serveLong,
 		Example: `  journal serve
   journal serve --listen :8443 --store /var/lib/runseal/journal.db --policy witnesses.policy --public
-  journal serve --store postgres://runseal@db/runseal --key /etc/runseal/log.key`,
+  journal serve --store postgres://runseal@db/runseal --key /etc/runseal/log.key
+  journal serve --store postgres://runseal@db/runseal --key /etc/runseal/log.key --wait-warm`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if c.interval <= 0 || c.every < 1 {

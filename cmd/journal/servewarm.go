@@ -77,7 +77,10 @@ func (a *app) waitWarm(ctx context.Context, warms []warmer) error {
 			fmt.Fprintf(a.stderr, "journal: tenant %s: warming stopped short after %s (%v); proofs read the rest as they need it\n", w.tenant, rep.took.Round(time.Millisecond), rep.err)
 			continue
 		}
-		fmt.Fprintf(a.stderr, "journal: tenant %s: proofs' pages warmed in %s (%s, %d pages)\n", w.tenant, rep.took.Round(time.Millisecond), how, rep.pages)
+		if rep.pages >= 0 {
+			how += fmt.Sprintf(", %d pages", rep.pages)
+		}
+		fmt.Fprintf(a.stderr, "journal: tenant %s: proofs' pages warmed in %s (%s)\n", w.tenant, rep.took.Round(time.Millisecond), how)
 	}
 	a.log.Info("serve: proofs warm", "tenants", len(warms), "took", time.Since(start))
 	return nil

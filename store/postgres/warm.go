@@ -53,7 +53,8 @@ type WarmReport struct {
 	Method string
 	// Pages is how many index pages were read: into shared_buffers
 	// (Buffered) or only into the kernel's page cache (the rest, pg_prewarm
-	// "read"; index scans always go through shared_buffers).
+	// "read"). Both are -1 after index scans, which go through
+	// shared_buffers and do not count their pages.
 	Pages, Buffered int64
 	// NodeCache is whether the node cache was filled for the log's size.
 	NodeCache bool
@@ -88,7 +89,7 @@ var ErrWarm = errors.New("postgres journal: warm")
 
 // WarmError is why a Store's warm stopped short, at which step.
 type WarmError struct {
-	Step string // "log size", "index scans", "node cache"
+	Step string // "log size", "pg_prewarm", "index scan of <index>", "node cache"
 	Err  error
 }
 
