@@ -20,8 +20,10 @@ import (
 //     run, seq), as schema version 5 had it, the same commit scattered its N
 //     keys over every page of the table, and those pages measured at 64
 //     single-record appenders as about a fifth of the bytes a record cost.
-//     A read scans the whole table for its run's keys: it holds at most
-//     about mergeKeysAt rows. The scan is neither cut short nor bounded to
+//     A read scans the whole table for its run's keys: it holds about
+//     mergeKeysAt rows at most (up to twice that for a while after a group
+//     whose merge rolled back: the writer's count restarts at the merge,
+//     not at its commit, so the next merge comes a threshold later). The scan is neither cut short nor bounded to
 //     a range of ids: a key written behind the journal's back, anywhere in
 //     the table, over the run's records must still be met (a repeat);
 //   - record_keys holds every other key, keyed by (tenant, run, seq). The
@@ -144,13 +146,23 @@ func (s *Store) mergeKeysIfDue(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// qDuplicateKey finds a (tenant, run, seq) that two key rows share: two hot
-// keys, or a hot key and one of record_keys.
-const qDuplicateKey = `SELECT tenant, run, seq FROM (
+// duplicateKeyQuery is a query for the first (tenant, run, seq) that two
+// key rows share, two hot keys or a hot key and one of record_keys, among
+// the keys that where (a condition on tenant, or empty) admits.
+func duplicateKeyQuery(where string) string {
+	return `SELECT tenant, run, seq FROM (
 	SELECT tenant, run, seq FROM record_keys_hot
 	UNION ALL
 	SELECT k.tenant, k.run, k.seq FROM record_keys_hot h JOIN record_keys k ON k.tenant = h.tenant AND k.run = h.run AND k.seq = h.seq)
-GROUP BY tenant, run, seq HAVING count(*) > 1 ORDER BY tenant, run, seq LIMIT 1`
+` + where + ` GROUP BY tenant, run, seq HAVING count(*) > 1 ORDER BY tenant, run, seq LIMIT 1`
+}
+
+// qDuplicateKey finds a key stored twice in the whole file (a merge moves
+// every tenant's keys); qTenantDuplicateKey in one tenant's keys.
+var (
+	qDuplicateKey       = duplicateKeyQuery("")
+	qTenantDuplicateKey = duplicateKeyQuery("WHERE tenant = ?")
+)
 
 // mergeFailed explains err, the failure of a merge's move of the hot keys
 // (qMergeKeys) in tx. A key stored twice is the likely cause, and only a
@@ -165,7 +177,13 @@ func (s *Store) mergeFailed(ctx context.Context, tx *sql.Tx, err error) error {
 	if qerr := tx.QueryRowContext(ctx, qDuplicateKey).Scan(&tenant, &run, &seq); qerr != nil {
 		return fmt.Errorf("merge record keys: %w", err)
 	}
-	detail := fmt.Sprintf("tenant %q has two record keys for this seq (in record_keys_hot and record_keys, or twice in record_keys_hot); the merge of the hot keys is refused: %v", tenant, err)
+	return duplicateKeyError(tenant, run, seq, fmt.Sprintf("the merge of the hot keys is refused: %v", err))
+}
+
+// duplicateKeyError is the corruption of a key stored twice, at (tenant,
+// run, seq), with what it stopped.
+func duplicateKeyError(tenant, run string, seq int64, stopped string) error {
+	detail := fmt.Sprintf("tenant %q has two record keys for this seq (in record_keys_hot and record_keys, or twice in record_keys_hot); %s", tenant, stopped)
 	id, perr := store.ParseRunID(run)
 	if perr != nil {
 		return &store.CorruptError{Detail: fmt.Sprintf("stored run id %q, seq %d: %s", run, seq, detail)}

@@ -16,7 +16,8 @@ import (
 // which only a file changed behind the journal's back can hold, makes the
 // merge of the hot keys fail. The appends that hit it get a CorruptError
 // naming the key (store.ErrCorrupt), not a bare UNIQUE constraint failure,
-// and the file is left exactly as it was.
+// and the file is left exactly as it was; verify --all, before any append,
+// names the key too rather than calling the file sound.
 func TestMerge_DuplicateKeyIsCorrupt(t *testing.T) {
 	tests := []struct {
 		name string
@@ -47,6 +48,21 @@ func TestMerge_DuplicateKeyIsCorrupt(t *testing.T) {
 			}
 			tamper(t, path, tt.sql, run.String())
 			before := dumpJournal(t, path)
+
+			// verify --all must not call the file sound: the key it
+			// holds twice stops every append from here on.
+			c, err := s.Checker(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := store.VerifyAll(ctx, c, nil)
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.LogOK || !strings.Contains(sum.LogError, "two record keys") || !strings.Contains(sum.LogError, run.String()) {
+				t.Fatalf("verify --all after the tamper: log ok %v, %q; want the duplicate key of run %s named", sum.LogOK, sum.LogError, run)
+			}
 
 			for i := range 2 { // the merge stays due: every later append meets it
 				_, err := s.Append(ctx, 1, []store.Append{note(other, fmt.Sprint("y", i))})

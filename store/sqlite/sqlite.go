@@ -95,6 +95,9 @@ type Options struct {
 	// mergeKeysAt overrides the constant of that name (keys.go), so that
 	// tests can keep the keys of a few records split between both tables.
 	mergeKeysAt int
+	// warmHold, if set, is called by the warm before each of its walks
+	// with the warm's context, so that a test can hold it there.
+	warmHold func(ctx context.Context)
 }
 
 // Store is the SQLite journal, as one tenant sees it. It is safe for

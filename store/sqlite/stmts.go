@@ -117,8 +117,12 @@ func (s *Store) closeHot() error { return errors.Join(s.hot.close(), s.reads.clo
 // writer's own statement in the writer's transaction, the read pool's in
 // any other. A statement prepared on the writer connection must not run in
 // a reader's transaction (it would be prepared again on the reader's
-// connection, and a write refused there); one of the read pool's, bound to
-// a transaction of another pool, would only be prepared again for it.
+// connection, and a write refused there). One of the read pool's, bound to
+// a transaction of another pool, fails (database/sql: "statement from
+// different database used"), so every transaction but the writer's that
+// reaches here must be the read pool's: today the group commit's is the
+// only transaction on the writer's pool that reads through these helpers
+// (it sets wtx before any member runs; migrate uses none of them).
 func (s *Store) hotStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
 	set := s.reads
 	if s.wtx.Load() == tx {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/runseal/runseal/store"
@@ -78,7 +79,20 @@ func (l logSource) Unlogged(ctx context.Context, fn func(string) error) error {
 		})
 }
 
+// Unlisted also refuses a record key stored twice. A second key that
+// points at no record escapes every chain check as an unlisted run's
+// records do (readers join a key only to the records it agrees with), and
+// it stops every later merge of the hot keys, so every append: "verified"
+// must not be said of such a file (TestMerge_DuplicateKeyIsCorrupt).
 func (l logSource) Unlisted(ctx context.Context, fn func(string) error) error {
+	var run string
+	var seq int64
+	switch err := l.tx.QueryRowContext(ctx, qTenantDuplicateKey, l.tenant).Scan(new(string), &run, &seq); {
+	case err == nil:
+		return duplicateKeyError(l.tenant, run, seq, "the next merge of the hot keys, and so every append after it, will be refused")
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("verify log: %w", err)
+	}
 	return l.each(ctx, `SELECT run FROM (SELECT DISTINCT run FROM record_keys WHERE tenant = ? UNION SELECT DISTINCT run FROM record_keys_hot WHERE tenant = ?) k
 		WHERE NOT EXISTS (SELECT 1 FROM runs u WHERE u.tenant = ? AND u.run = k.run) ORDER BY run`,
 		[]any{l.tenant, l.tenant, l.tenant}, func(rows *sql.Rows) error {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// A Store opened on a file whose log is not empty warms the pages its
+// A Store opened on a file where any tenant's log is not empty warms the pages its
 // proofs read, in the background, so that a server just started on a
 // cold page cache (after a reboot: the file's pages live only in the
 // kernel's cache, read through the pool's memory map) answers proofs as
@@ -86,6 +86,7 @@ type warmState struct {
 	// is cached, rather than a first proof starting it on pages still on
 	// the disk.
 	reading atomic.Bool
+	hold    func(ctx context.Context) // Options.warmHold
 }
 
 // startWarm starts the warm in the background; stopWarm ends it.
@@ -98,7 +99,7 @@ func (s *Store) startWarm(opts Options) {
 		return
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	w.stop = stop
+	w.stop, w.hold = stop, opts.warmHold
 	w.reading.Store(true)
 	go func() {
 		defer close(w.done)
@@ -141,13 +142,21 @@ func (s *Store) WaitWarm(ctx context.Context) (WarmReport, error) {
 
 // runWarm reads the proof b-trees and fills the node cache; see above.
 func (s *Store) runWarm(ctx context.Context) (rep WarmReport) {
+	// The walk serves every tenant of the file, so it runs when any log
+	// holds a leaf, not only the opening tenant's (journal serve opens
+	// --tenant first, which may have sealed nothing while --tenants did).
+	var logged bool
+	if err := s.rdb.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM logs WHERE size > 0)`).Scan(&logged); err != nil {
+		rep.Err = &WarmError{Step: "log size", Err: err}
+		return rep
+	}
+	if !logged {
+		return rep // nothing to prove yet
+	}
 	size, err := s.committedSize(ctx)
 	if err != nil {
 		rep.Err = &WarmError{Step: "log size", Err: err}
 		return rep
-	}
-	if size == 0 {
-		return rep // nothing to prove yet
 	}
 	t0 := time.Now()
 	rep.Method = "b-tree walk"
@@ -157,6 +166,9 @@ func (s *Store) runWarm(ctx context.Context) (rep WarmReport) {
 	}
 	rep.Indexes = time.Since(t0)
 	s.warm.reading.Store(false)
+	if size == 0 {
+		return rep // the opening tenant's log is empty: no node cache to fill
+	}
 	if err := s.WarmNodeCache(ctx); err != nil {
 		rep.Err = &WarmError{Step: "node cache", Err: err}
 		return rep
@@ -177,6 +189,9 @@ func (s *Store) walkProofBTrees(ctx context.Context) (int64, error) {
 	for _, name := range proofBTrees {
 		// dbstat walks the b-tree named, interior pages first, and yields
 		// a row per page.
+		if s.warm.hold != nil {
+			s.warm.hold(ctx)
+		}
 		var n int64
 		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM dbstat WHERE name = ?`, name).Scan(&n); err != nil {
 			return pages, &WarmError{Step: "walk of " + name, Err: err}

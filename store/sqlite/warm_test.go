@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/store"
 )
@@ -74,6 +76,27 @@ func TestWarm_EmptyLogReadsNothing(t *testing.T) {
 	}
 }
 
+// TestWarm_OtherTenantsLogIsWalked: the walk serves every tenant of the
+// file, so it runs when the opening tenant has sealed nothing but another
+// has ("journal serve --tenants" opens --tenant first); only the node cache,
+// which is the opener's, is left unfilled.
+func TestWarm_OtherTenantsLogIsWalked(t *testing.T) {
+	ctx := context.Background()
+	path, _ := sealedLog(t, 100) // the "default" tenant's log
+	s, err := Open(ctx, path, Options{Tenant: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := s.WaitWarm(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Method == "" || rep.Pages <= 0 || rep.Err != nil || rep.NodeCache {
+		t.Fatalf("warm opened by a tenant with no log on a file with one: %+v, want the b-trees walked and no node cache", rep)
+	}
+}
+
 // TestWarm_FillsNodeCache: once the warm has ended, the node cache holds
 // the log's upper levels, so that a first inclusion proof reads from the
 // file no node above the ones its own statement brings (it would read the
@@ -109,31 +132,49 @@ func TestWarm_FillsNodeCache(t *testing.T) {
 	}
 }
 
-// TestWarm_CloseStopsIt: Close returns only once a warm under way has
-// stopped (it reads nothing of a closed file), and WaitWarm then returns
-// what it did, stopped short (of class ErrWarm) or whole; a proof on the
-// closed store is store.ErrClosed, not a warm's error.
+// TestWarm_CloseStopsIt: Close cancels a warm under way rather than waiting
+// it out. The warm is held before its first walk until its context ends;
+// Close must return, the warm report its cancellation (class ErrWarm and
+// context.Canceled) without a node cache, and a proof on the closed store
+// is store.ErrClosed, not a warm's error.
 func TestWarm_CloseStopsIt(t *testing.T) {
 	ctx := context.Background()
-	path, runs := sealedLog(t, warmRuns)
-	s, err := Open(ctx, path, Options{})
+	path, runs := sealedLog(t, 100)
+	held, giveUp := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hold := func(wctx context.Context) {
+		once.Do(func() { close(held) })
+		select {
+		case <-wctx.Done():
+		case <-giveUp: // Close did not cancel the warm: let it go, fail below
+		}
+	}
+	s, err := Open(ctx, path, Options{warmHold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	<-held
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
 	select {
-	case <-s.warm.done:
-	default:
-		t.Fatal("the warm still runs after Close returned")
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		close(giveUp)
+		<-closed
+		t.Fatal("Close waited for the warm instead of stopping it")
 	}
 	rep, err := s.WaitWarm(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Err != nil && !errors.Is(rep.Err, ErrWarm) {
-		t.Fatalf("warm error %v is not of class ErrWarm", rep.Err)
+	if !errors.Is(rep.Err, ErrWarm) || !errors.Is(rep.Err, context.Canceled) {
+		t.Fatalf("warm stopped by Close reports %v, want ErrWarm and context.Canceled", rep.Err)
+	}
+	if rep.NodeCache {
+		t.Fatal("a warm stopped by Close says it filled the node cache")
 	}
 	if _, err := s.InclusionProof(ctx, runs[0]); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("proof after Close: %v, want store.ErrClosed", err)
