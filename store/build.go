@@ -95,38 +95,15 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 				return nil, &InvalidArgumentError{Field: fmt.Sprintf("batch[%d].raw", i), Detail: err.Error()}
 			}
 			r.raw = a.Raw
-		} else {
-			// Encoded at seq 1, then split around the seq's value: Build
-			// writes the bytes at any other seq by putting its digits
-			// between the two parts (the members' order does not depend on
-			// a value), with no second sort or encoding.
-			body := Body{Seq: 1, Run: run, Case: a.Case, Step: a.Step, Phase: a.Phase, EffectKey: a.EffectKey, Epoch: epoch, V: RecordVersion, Kind: a.Kind, Fields: a.Fields}
-			obj, err := bodyValue(body)
-			if err != nil {
+		} else if ok, err := parseFreshCanonical(r, run, epoch, a); err != nil {
+			return nil, err
+		} else if !ok {
+			if fields, err = parseFreshValue(r, run, epoch, a); err != nil {
 				return nil, err
 			}
-			// Read back what was encoded, with the decoder every reader and
-			// verifier uses. This round trip guards two things: the Record
-			// carries exactly what a later read of these bytes yields
-			// (canonical Fields included), and a record the decoder would
-			// refuse, which would read as corrupt forever, is never written.
-			// It reads the value the encoder built rather than parsing the
-			// bytes again: they are that value's Marshal, and canon's Parse
-			// and Marshal are inverses (internal/canon's fuzz targets hold
-			// it). The seq it reads is 1; any seq Build writes decodes alike
-			// (an unsigned integer other than 0).
-			if r.body, fields, err = bodyOf(obj); err != nil {
-				return nil, fmt.Errorf("encoded body does not decode: %w", err)
-			}
-			var ok bool
-			if r.before, r.after, ok = obj.MarshalAround("seq"); !ok {
-				return nil, fmt.Errorf("encoded body has no seq")
-			}
-			if n := len(r.before) + 1 + len(r.after); n > MaxRecordBytes {
-				return nil, &RecordTooLargeError{Bytes: n, Limit: MaxRecordBytes}
-			}
 		}
-		// The fields are passed parsed: a record is parsed once on the way in.
+		// The fields are passed parsed: a record is parsed once on the way
+		// in (the canonical path passes none: its kinds' facts read none).
 		if r.facts, err = readFacts(r.body, fields); err != nil {
 			return nil, err
 		}
@@ -138,6 +115,43 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 		}
 	}
 	return p, nil
+}
+
+// parseFreshValue is ParseBatch's path for any fresh append: its fields
+// parsed into a value, the body built from it and encoded. It fills r and
+// returns the fields' value, which readFacts reads.
+func parseFreshValue(r *parsedRecord, run RunID, epoch Epoch, a Append) (canon.Value, error) {
+	// Encoded at seq 1, then split around the seq's value: Build writes
+	// the bytes at any other seq by putting its digits between the two
+	// parts (the members' order does not depend on a value), with no
+	// second sort or encoding.
+	body := Body{Seq: 1, Run: run, Case: a.Case, Step: a.Step, Phase: a.Phase, EffectKey: a.EffectKey, Epoch: epoch, V: RecordVersion, Kind: a.Kind, Fields: a.Fields}
+	obj, err := bodyValue(body)
+	var fields canon.Value
+	if err != nil {
+		return canon.Value{}, err
+	}
+	// Read back what was encoded, with the decoder every reader and
+	// verifier uses. This round trip guards two things: the Record
+	// carries exactly what a later read of these bytes yields
+	// (canonical Fields included), and a record the decoder would
+	// refuse, which would read as corrupt forever, is never written.
+	// It reads the value the encoder built rather than parsing the
+	// bytes again: they are that value's Marshal, and canon's Parse
+	// and Marshal are inverses (internal/canon's fuzz targets hold
+	// it). The seq it reads is 1; any seq Build writes decodes alike
+	// (an unsigned integer other than 0).
+	if r.body, fields, err = bodyOf(obj); err != nil {
+		return canon.Value{}, fmt.Errorf("encoded body does not decode: %w", err)
+	}
+	var ok bool
+	if r.before, r.after, ok = obj.MarshalAround("seq"); !ok {
+		return canon.Value{}, fmt.Errorf("encoded body has no seq")
+	}
+	if n := len(r.before) + 1 + len(r.after); n > MaxRecordBytes {
+		return canon.Value{}, &RecordTooLargeError{Bytes: n, Limit: MaxRecordBytes}
+	}
+	return fields, nil
 }
 
 // Run is the run the batch appends to.

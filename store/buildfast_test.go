@@ -1,0 +1,166 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/runseal/runseal/internal/canon"
+)
+
+// sameAsValuePath holds parseFreshCanonical to parseFreshValue for one
+// append: where the canonical path vouches for it, the body, the bytes
+// around the seq and the facts are the value path's, and the bytes at any
+// seq decode (DecodeBody) to that body; where it does not, it set nothing.
+// It reports whether the canonical path took the append.
+func sameAsValuePath(t *testing.T, run RunID, epoch Epoch, a Append) bool {
+	t.Helper()
+	var rc, rv parsedRecord
+	ok, errC := parseFreshCanonical(&rc, run, epoch, a)
+	fv, errV := parseFreshValue(&rv, run, epoch, a)
+	if errC != nil {
+		var big, bigV *RecordTooLargeError
+		if !errors.As(errC, &big) || !errors.As(errV, &bigV) || *big != *bigV {
+			t.Fatalf("%s %q: canonical path failed with %v, value path with %v", a.Kind, a.Fields, errC, errV)
+		}
+		return false
+	}
+	if !ok {
+		if !reflect.DeepEqual(rc, parsedRecord{}) {
+			t.Fatalf("%s %q: the canonical path declined but set %+v", a.Kind, a.Fields, rc)
+		}
+		return false
+	}
+	if errV != nil {
+		t.Fatalf("%s %q: the canonical path took an append the value path refuses: %v", a.Kind, a.Fields, errV)
+	}
+	if !reflect.DeepEqual(rc.body, rv.body) {
+		t.Fatalf("%s %q: body\n canonical %+v\n     value %+v", a.Kind, a.Fields, rc.body, rv.body)
+	}
+	if !bytes.Equal(rc.before, rv.before) || !bytes.Equal(rc.after, rv.after) {
+		t.Fatalf("%s %q: bytes\n canonical %s|%s\n     value %s|%s", a.Kind, a.Fields, rc.before, rc.after, rv.before, rv.after)
+	}
+	fc, errFC := readFacts(rc.body, canon.Value{})
+	fvv, errFV := readFacts(rv.body, fv)
+	if !reflect.DeepEqual(fc, fvv) || (errFC == nil) != (errFV == nil) {
+		t.Fatalf("%s %q: facts %+v (%v), value path's %+v (%v)", a.Kind, a.Fields, fc, errFC, fvv, errFV)
+	}
+	for _, seq := range []Seq{1, 9, 1 << 40} {
+		raw := append(append(append([]byte(nil), rc.before...), strconv.FormatUint(uint64(seq), 10)...), rc.after...)
+		b, err := DecodeBody(raw)
+		want := rc.body
+		want.Seq = seq
+		if err != nil || !reflect.DeepEqual(b, want) {
+			t.Fatalf("%s %q at seq %d: %s decodes to %+v (%v), want %+v", a.Kind, a.Fields, seq, raw, b, err, want)
+		}
+	}
+	return true
+}
+
+// TestParseFreshCanonical_IsTheValuePath: splicing routing members into
+// canonical fields writes the bytes the value path writes, wherever the
+// fields' keys sort among the routing ones, and the splice declines (the
+// value path then decides and words the error) every append it cannot
+// vouch for: fields not canonical or naming a routing field, a kind whose
+// facts the store reads, a bad kind or phase.
+func TestParseFreshCanonical_IsTheValuePath(t *testing.T) {
+	run, cs := NewRunID(), NewCaseID()
+	step := uint32(4000000000)
+	key := Sum([]byte("effect"))
+	for _, tc := range []struct {
+		a    Append
+		fast bool // the canonical path takes it
+	}{
+		{Append{Kind: "BenchStep", Fields: []byte(`{"payload":"xxxx"}`)}, true},
+		{Append{Kind: "Note"}, true},
+		{Append{Kind: "Note", Fields: []byte(`{}`)}, true},
+		{Append{Kind: "Note", Case: cs, Step: &step, Phase: Compensating, EffectKey: &key,
+			Fields: []byte(`{"":1,"cas":2,"d":{"seq":3},"effect":4,"epoch_":5,"kinda":6,"ph":7,"ru":8,"seqs":9,"st":10,"u":11,"vv":12,"é":13,"😀":14}`)}, true},
+		{Append{Kind: KindEffectStarted, EffectKey: &key, Step: &step, Fields: []byte(`{"a\nb":[1,2.5,-3e-7],"z":null}`)}, true},
+		{Append{Kind: KindEffectStarted, Fields: []byte(`{}`)}, true}, // readFacts refuses it, as on the value path
+		{Append{Kind: "a.b-c_D9", Fields: []byte(`{"x":"\u001f"}`)}, true},
+		{Append{Kind: "Note", Fields: []byte(`{"b":1,"a":2}`)}, false},   // not canonical: the value path sorts it
+		{Append{Kind: "Note", Fields: []byte(` {"a":1}`)}, false},        // whitespace
+		{Append{Kind: "Note", Fields: []byte(`{"a":1.0}`)}, false},       // a number's second spelling
+		{Append{Kind: "Note", Fields: []byte(`{"step":1}`)}, false},      // a routing field's name, absent from the body
+		{Append{Kind: "Note", Fields: []byte(`{"seq":1}`)}, false},       // one present in it
+		{Append{Kind: "Note", Fields: []byte(`[]`)}, false},              // not an object
+		{Append{Kind: "Note", Fields: []byte(`{"a":1`)}, false},          // not JSON
+		{Append{Kind: "No te", Fields: []byte(`{}`)}, false},             // a bad kind
+		{Append{Kind: "Note", Phase: "sideways", Fields: []byte(`{}`)}, false},
+		{Append{Kind: KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)}, false}, // facts need the value
+		{Append{Kind: KindRunAdmitted, Fields: []byte(`{"source":"api"}`)}, false},
+		{Append{Kind: KindRunSuspended, Fields: []byte(`{"awaiting":"event","event":"e"}`)}, false},
+		{Append{Kind: KindRunCancelled, Fields: []byte(`{"actor":{"actor":"op","basis":"asserted"}}`)}, false},
+	} {
+		tc.a.Run = run
+		if got := sameAsValuePath(t, run, 3, tc.a); got != tc.fast {
+			t.Errorf("%s %q: canonical path took it: %v, want %v", tc.a.Kind, tc.a.Fields, got, tc.fast)
+		}
+	}
+}
+
+// TestParseFreshCanonical_TooLargeIsRefusedAlike: a body over
+// MaxRecordBytes is refused with the value path's error, not written.
+func TestParseFreshCanonical_TooLargeIsRefusedAlike(t *testing.T) {
+	run := NewRunID()
+	for _, n := range []int{MaxRecordBytes - 200, MaxRecordBytes - 80, MaxRecordBytes} {
+		a := Append{Run: run, Kind: "Note", Fields: []byte(`{"p":"` + strings.Repeat("x", n) + `"}`)}
+		sameAsValuePath(t, run, 1, a)
+		if _, err := ParseBatch(1, []Append{a}); n >= MaxRecordBytes-80 && !errors.Is(err, ErrRecordTooLarge) {
+			t.Errorf("%d bytes of payload: %v, want ErrRecordTooLarge", n, err)
+		}
+	}
+}
+
+// TestParseFreshCanonical_FieldsAreNotAliased: the record keeps its own
+// copy of the fields, so a caller reusing its buffer after Append cannot
+// change what the returned Record says.
+func TestParseFreshCanonical_FieldsAreNotAliased(t *testing.T) {
+	run := NewRunID()
+	fields := []byte(`{"a":"x"}`)
+	p, err := BuildBatch(Head{}, 1, []Append{{Run: run, Kind: "Note", Fields: fields}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(fields, `{"a":"y"}`)
+	if string(p[0].Fields) != `{"a":"x"}` || !bytes.Contains(p[0].Raw, []byte(`"a":"x"`)) {
+		t.Fatalf("record changed with the caller's buffer: fields %s, raw %s", p[0].Fields, p[0].Raw)
+	}
+}
+
+// FuzzParseFreshCanonical holds the canonical path to the value path for
+// any fields, kind, step, case, phase, effect key and epoch.
+func FuzzParseFreshCanonical(f *testing.F) {
+	f.Add([]byte(`{"payload":"x"}`), "BenchStep", uint32(0), uint8(0), uint64(1))
+	f.Add([]byte(`{"a":1,"seqq":[],"é":{}}`), "Note", uint32(7), uint8(0xff), uint64(1<<62))
+	f.Add([]byte(`{"b":1,"a":2}`), KindEffectStarted, uint32(1), uint8(4), uint64(9))
+	f.Add([]byte(`{"outcome":"succeeded"}`), KindRunConcluded, uint32(0), uint8(0), uint64(2))
+	run, cs := NewRunID(), NewCaseID()
+	key := Sum([]byte("k"))
+	f.Fuzz(func(t *testing.T, fields []byte, kind string, step uint32, flags uint8, epoch uint64) {
+		if ValidateEpoch(Epoch(epoch)) != nil {
+			return // ParseBatch refuses it before either path
+		}
+		a := Append{Run: run, Kind: kind, Fields: fields}
+		if flags&1 != 0 {
+			a.Case = cs
+		}
+		if flags&2 != 0 {
+			a.Step = &step
+		}
+		if flags&4 != 0 {
+			a.EffectKey = &key
+		}
+		switch flags >> 3 & 3 {
+		case 1:
+			a.Phase = Compensating
+		case 2:
+			a.Phase = Phase(kind)
+		}
+		sameAsValuePath(t, run, Epoch(epoch), a)
+	})
+}
