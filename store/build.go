@@ -88,7 +88,9 @@ func ParseBatch(epoch Epoch, batch []Append) (*Parsed, error) {
 			if len(a.Raw) > MaxRecordBytes {
 				return nil, &RecordTooLargeError{Bytes: len(a.Raw), Limit: MaxRecordBytes}
 			}
-			if r.body, fields, err = decodeBody(a.Raw); err != nil {
+			if body, ok := decodeBodyCanonical(a.Raw); ok {
+				r.body = body
+			} else if r.body, fields, err = decodeBody(a.Raw); err != nil {
 				return nil, &InvalidArgumentError{Field: fmt.Sprintf("batch[%d].raw", i), Detail: err.Error()}
 			}
 			if err := CheckBodyRules(r.body); err != nil {

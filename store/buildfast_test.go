@@ -82,14 +82,14 @@ func TestParseFreshCanonical_IsTheValuePath(t *testing.T) {
 		{Append{Kind: KindEffectStarted, EffectKey: &key, Step: &step, Fields: []byte(`{"a\nb":[1,2.5,-3e-7],"z":null}`)}, true},
 		{Append{Kind: KindEffectStarted, Fields: []byte(`{}`)}, true}, // readFacts refuses it, as on the value path
 		{Append{Kind: "a.b-c_D9", Fields: []byte(`{"x":"\u001f"}`)}, true},
-		{Append{Kind: "Note", Fields: []byte(`{"b":1,"a":2}`)}, false},   // not canonical: the value path sorts it
-		{Append{Kind: "Note", Fields: []byte(` {"a":1}`)}, false},        // whitespace
-		{Append{Kind: "Note", Fields: []byte(`{"a":1.0}`)}, false},       // a number's second spelling
-		{Append{Kind: "Note", Fields: []byte(`{"step":1}`)}, false},      // a routing field's name, absent from the body
-		{Append{Kind: "Note", Fields: []byte(`{"seq":1}`)}, false},       // one present in it
-		{Append{Kind: "Note", Fields: []byte(`[]`)}, false},              // not an object
-		{Append{Kind: "Note", Fields: []byte(`{"a":1`)}, false},          // not JSON
-		{Append{Kind: "No te", Fields: []byte(`{}`)}, false},             // a bad kind
+		{Append{Kind: "Note", Fields: []byte(`{"b":1,"a":2}`)}, false}, // not canonical: the value path sorts it
+		{Append{Kind: "Note", Fields: []byte(` {"a":1}`)}, false},      // whitespace
+		{Append{Kind: "Note", Fields: []byte(`{"a":1.0}`)}, false},     // a number's second spelling
+		{Append{Kind: "Note", Fields: []byte(`{"step":1}`)}, false},    // a routing field's name, absent from the body
+		{Append{Kind: "Note", Fields: []byte(`{"seq":1}`)}, false},     // one present in it
+		{Append{Kind: "Note", Fields: []byte(`[]`)}, false},            // not an object
+		{Append{Kind: "Note", Fields: []byte(`{"a":1`)}, false},        // not JSON
+		{Append{Kind: "No te", Fields: []byte(`{}`)}, false},           // a bad kind
 		{Append{Kind: "Note", Phase: "sideways", Fields: []byte(`{}`)}, false},
 		{Append{Kind: KindRunConcluded, Fields: []byte(`{"outcome":"succeeded"}`)}, false}, // facts need the value
 		{Append{Kind: KindRunAdmitted, Fields: []byte(`{"source":"api"}`)}, false},
@@ -162,5 +162,143 @@ func FuzzParseFreshCanonical(f *testing.F) {
 			a.Phase = Phase(kind)
 		}
 		sameAsValuePath(t, run, Epoch(epoch), a)
+	})
+}
+
+// sameAsDecodeBody holds decodeBodyCanonical to decodeBody for raw, and
+// reports whether the canonical path took it.
+func sameAsDecodeBody(t *testing.T, raw []byte) bool {
+	t.Helper()
+	got, ok := decodeBodyCanonical(raw)
+	if !ok {
+		if !reflect.DeepEqual(got, Body{}) {
+			t.Fatalf("%s: the canonical path declined but returned %+v", raw, got)
+		}
+		return false
+	}
+	want, _, err := decodeBody(raw)
+	if err != nil {
+		t.Fatalf("%s: the canonical path took bytes decodeBody refuses: %v", raw, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n canonical %+v\n decodeBody %+v", raw, got, want)
+	}
+	return true
+}
+
+// TestDecodeBodyCanonical_IsDecodeBody: a restored or sealed body read in
+// one pass is the body decodeBody reads, and the one pass declines (for
+// decodeBody to refuse and word the error) every body it cannot vouch
+// for: not canonical, a routing member missing, of the wrong type or
+// spelled with an escape, seq 0, a run or case with a second spelling,
+// and the kinds whose facts need their fields as a value.
+func TestDecodeBodyCanonical_IsDecodeBody(t *testing.T) {
+	const run = `"run":"01JD0000000000000000000001"`
+	for _, tc := range []struct {
+		raw  string
+		fast bool
+	}{
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"text":"x","v":1}`, true},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"v":1}`, true},
+		{`{"":[],"a\nb":{"seq":"x"},"case":"01JD00000000000000000000C1","effect_key":"abababababababababababababababababababababababababababababababab","epoch":7,"kind":"EffectStarted","phase":"compensating",` + run + `,"seq":2,"seqq":-1.5,"step":3,"v":1,"é":"sealed:AQ"}`, true},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":18446744073709551615,"v":1}`, true},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":18446744073709551616,"v":1}`, false}, // out of range
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":0,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":-1,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1.5,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":"1","v":1}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"v":65536}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"step":4294967296,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1}`, false},                              // no v
+		{`{"epoch":1,"kind":"Note","seq":1,"v":1}`, false},                                    // no run
+		{`{"epoch":1,"kind":"No\u0074e",` + run + `,"seq":1,"v":1}`, false},                   // not canonical
+		{`{"epoch":1,"kind":"N\"ote",` + run + `,"seq":1,"v":1}`, false},                      // an escape
+		{`{"epoch":1,"kind":"No te",` + run + `,"seq":1,"v":1}`, false},                       // a bad kind
+		{`{"epoch":1,"kind":"Note","run":"01jd0000000000000000000001","seq":1,"v":1}`, false}, // second spelling
+		{`{"epoch":1,"kind":"Note","run":"run_01JD0000000000000000000001","seq":1,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note","run":"00000000000000000000000000","seq":1,"v":1}`, false},
+		{`{"case":"00000000000000000000000000","epoch":1,"kind":"Note",` + run + `,"seq":1,"v":1}`, false},
+		{`{"epoch":1,"kind":"Note","phase":"forward",` + run + `,"seq":1,"v":1}`, false},
+		{`{"effect_key":"AB","epoch":1,"kind":"Note",` + run + `,"seq":1,"v":1}`, false},
+		{`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded",` + run + `,"seq":1,"v":1}`, false},
+		{`{"epoch":1,"kind":"RunAdmitted",` + run + `,"seq":1,"v":1}`, false},
+		{`{"seq":1, "epoch":1}`, false},
+		{`[]`, false},
+	} {
+		if got := sameAsDecodeBody(t, []byte(tc.raw)); got != tc.fast {
+			t.Errorf("%s: canonical path took it: %v, want %v", tc.raw, got, tc.fast)
+		}
+	}
+}
+
+// FuzzDecodeBodyCanonical holds the one-pass read to decodeBody for any
+// bytes.
+func FuzzDecodeBodyCanonical(f *testing.F) {
+	f.Add([]byte(`{"epoch":1,"kind":"Note","run":"01JD0000000000000000000001","seq":1,"text":"x","v":1}`))
+	f.Add([]byte(`{"case":"01JD00000000000000000000C1","effect_key":"abababababababababababababababababababababababababababababababab","epoch":7,"kind":"EffectStarted","phase":"compensating","run":"01JD0000000000000000000001","seq":2,"step":3,"v":1}`))
+	f.Add([]byte(`{"epoch":1,"kind":"RunConcluded","outcome":"succeeded","run":"01JD0000000000000000000001","seq":1,"v":1}`))
+	f.Fuzz(func(t *testing.T, raw []byte) { sameAsDecodeBody(t, raw) })
+}
+
+// checkEncodeBodyValue holds EncodeBodyValue, which splices fields that
+// marshal canonical, to the value path for fields (JSON) and b.
+func checkEncodeBodyValue(t *testing.T, b Body, fields []byte) {
+	t.Helper()
+	v, err := canon.Parse(fields)
+	if err != nil {
+		return
+	}
+	got, errG := EncodeBodyValue(b, v)
+	var want []byte
+	obj, errW := bodyValueOf(b, v)
+	if errW == nil {
+		want = obj.MarshalSized()
+	}
+	if (errG == nil) != (errW == nil) || !bytes.Equal(got, want) {
+		t.Fatalf("%+v with %s:\n splice %s (%v)\n  value %s (%v)", b, fields, got, errG, want, errW)
+	}
+}
+
+// TestEncodeBodyValue_SpliceIsTheValuePath: the sealing decorator's
+// encoding (EncodeBodyValue) writes the value path's bytes, and refuses
+// what it refuses.
+func TestEncodeBodyValue_SpliceIsTheValuePath(t *testing.T) {
+	run, cs := NewRunID(), NewCaseID()
+	step := uint32(3)
+	key := Sum([]byte("e"))
+	for _, f := range []string{`{}`, `{"b":1,"a":2}`, `{"p":"sealed:AQ","seqq":[1],"é":{"z":1,"a":2}}`, `{"seq":1}`, `{"step":1}`, `[]`, `"x"`} {
+		for _, b := range []Body{
+			{Seq: 7, Run: run, Epoch: 2, V: RecordVersion, Kind: "Note"},
+			{Seq: 1 << 40, Run: run, Case: cs, Step: &step, Phase: Compensating, EffectKey: &key, Epoch: 1 << 62, V: RecordVersion, Kind: KindEffectStarted},
+			{Seq: 1, Run: run, Epoch: 1, V: RecordVersion, Kind: "bad kind"},
+			{Seq: 1, Run: run, Epoch: 1, V: RecordVersion, Kind: "Note", Phase: "sideways"},
+		} {
+			checkEncodeBodyValue(t, b, []byte(f))
+		}
+	}
+}
+
+// FuzzEncodeBodyValue holds the splice to the value path for any fields
+// and routing members.
+func FuzzEncodeBodyValue(f *testing.F) {
+	f.Add([]byte(`{"payload":"x"}`), "Note", uint32(0), uint8(0), uint64(1), uint64(1))
+	f.Add([]byte(`{"b":1,"a":{"y":2,"x":1}}`), "EffectStarted", uint32(9), uint8(0xff), uint64(1<<40), uint64(3))
+	run, cs := NewRunID(), NewCaseID()
+	key := Sum([]byte("k"))
+	f.Fuzz(func(t *testing.T, fields []byte, kind string, step uint32, flags uint8, seq, epoch uint64) {
+		b := Body{Seq: Seq(seq), Run: run, Epoch: Epoch(epoch), V: RecordVersion, Kind: kind}
+		if flags&1 != 0 {
+			b.Case = cs
+		}
+		if flags&2 != 0 {
+			b.Step = &step
+		}
+		if flags&4 != 0 {
+			b.EffectKey = &key
+		}
+		if flags&8 != 0 {
+			b.Phase = Compensating
+		}
+		checkEncodeBodyValue(t, b, fields)
 	})
 }
