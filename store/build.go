@@ -49,8 +49,9 @@ func BuildBatch(head Head, epoch Epoch, batch []Append) ([]Prepared, error) {
 
 // Parsed is a batch parsed and checked as far as it can be without its
 // run's head: every restored append decoded (strictly, as DecodeBody), every
-// fresh append's fields parsed and its body encoded and read back, and the
-// index facts of every record read. Build is then left with what needs
+// fresh append's body encoded (its fields spliced as they stand when they
+// are canonical, else parsed, encoded and read back), and the index facts
+// of every record read. Build is then left with what needs
 // the head: the seq, the position check of restored bytes, and the chain
 // hash. A backend may parse before an append queues for its writer; the
 // SQLite store parses in its writer, which measured better at 64 appenders

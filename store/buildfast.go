@@ -16,7 +16,8 @@ import (
 // having set nothing, for every append it does not vouch for, which the
 // value path then decides and whose errors it words: fields that are not a
 // canonical object or use a routing field's name, a kind the store reads
-// facts from (their fields need a value), an invalid kind or phase.
+// facts from (their fields need a value), an invalid kind or phase. A
+// body over MaxRecordBytes is refused with the value path's error.
 //
 // TestParseFreshCanonical_IsTheValuePath and FuzzParseFreshCanonical hold
 // the two paths to the same bytes, body and facts, and the bytes to
@@ -35,6 +36,16 @@ func parseFreshCanonical(r *parsedRecord, run RunID, epoch Epoch, a Append) (boo
 	raw, seqAt, ok := spliceBody(body, fields)
 	if !ok {
 		return false, nil
+	}
+	// The record owns what it says, as the value path's read-back does: a
+	// caller reusing its step or key after Append cannot change it.
+	if a.Step != nil {
+		step := *a.Step
+		body.Step = &step
+	}
+	if a.EffectKey != nil {
+		key := *a.EffectKey
+		body.EffectKey = &key
 	}
 	if n := len(raw); n > MaxRecordBytes {
 		return false, &RecordTooLargeError{Bytes: n, Limit: MaxRecordBytes}

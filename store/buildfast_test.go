@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -122,13 +123,21 @@ func TestParseFreshCanonical_TooLargeIsRefusedAlike(t *testing.T) {
 func TestParseFreshCanonical_FieldsAreNotAliased(t *testing.T) {
 	run := NewRunID()
 	fields := []byte(`{"a":"x"}`)
-	p, err := BuildBatch(Head{}, 1, []Append{{Run: run, Kind: "Note", Fields: fields}})
+	step := uint32(5)
+	key := Sum([]byte("k"))
+	p, err := BuildBatch(Head{}, 1, []Append{{Run: run, Kind: "Note", Step: &step, EffectKey: &key, Fields: fields}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantKey := key
 	copy(fields, `{"a":"y"}`)
+	step = 6
+	key[0] ^= 0xff
 	if string(p[0].Fields) != `{"a":"x"}` || !bytes.Contains(p[0].Raw, []byte(`"a":"x"`)) {
 		t.Fatalf("record changed with the caller's buffer: fields %s, raw %s", p[0].Fields, p[0].Raw)
+	}
+	if *p[0].Step != 5 || *p[0].EffectKey != wantKey {
+		t.Fatalf("record changed with the caller's step or key: step %d, key %s; raw %s", *p[0].Step, p[0].EffectKey, p[0].Raw)
 	}
 }
 
@@ -209,7 +218,10 @@ func TestDecodeBodyCanonical_IsDecodeBody(t *testing.T) {
 		{`{"epoch":1,"kind":"Note",` + run + `,"seq":"1","v":1}`, false},
 		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"v":65536}`, false},
 		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1,"step":4294967296,"v":1}`, false},
-		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1}`, false},                              // no v
+		{`{"epoch":1,"kind":"Note",` + run + `,"seq":1}`, false}, // no v
+		{`{"epoch":1,` + run + `,"seq":1,"v":1}`, false},         // no kind
+		{`{"kind":"Note",` + run + `,"seq":1,"v":1}`, false},     // no epoch
+		{`{"case":"case_01JD00000000000000000000C1","epoch":1,"kind":"Note",` + run + `,"seq":1,"v":1}`, false},
 		{`{"epoch":1,"kind":"Note","seq":1,"v":1}`, false},                                    // no run
 		{`{"epoch":1,"kind":"No\u0074e",` + run + `,"seq":1,"v":1}`, false},                   // not canonical
 		{`{"epoch":1,"kind":"N\"ote",` + run + `,"seq":1,"v":1}`, false},                      // an escape
@@ -252,10 +264,12 @@ func checkEncodeBodyValue(t *testing.T, b Body, fields []byte) {
 	var want []byte
 	obj, errW := bodyValueOf(b, v)
 	if errW == nil {
-		want = obj.MarshalSized()
+		if want = obj.MarshalSized(); len(want) > MaxRecordBytes {
+			want, errW = nil, &RecordTooLargeError{Bytes: len(want), Limit: MaxRecordBytes}
+		}
 	}
 	if (errG == nil) != (errW == nil) || !bytes.Equal(got, want) {
-		t.Fatalf("%+v with %s:\n splice %s (%v)\n  value %s (%v)", b, fields, got, errG, want, errW)
+		t.Fatalf("%.200s with %.200s:\n splice %.200s (%v)\n  value %.200s (%v)", fmt.Sprintf("%+v", b), fields, got, errG, want, errW)
 	}
 }
 
@@ -266,6 +280,12 @@ func TestEncodeBodyValue_SpliceIsTheValuePath(t *testing.T) {
 	run, cs := NewRunID(), NewCaseID()
 	step := uint32(3)
 	key := Sum([]byte("e"))
+	big := strings.Repeat("x", MaxRecordBytes-60)
+	bigBody := Body{Seq: 1, Run: run, Epoch: 1, V: RecordVersion, Kind: "Big"}
+	if got, err := EncodeBodyValue(bigBody, canon.Value{Kind: canon.Object, Members: []canon.Member{{Key: "p", Value: canon.StringValue(big)}}}); !errors.Is(err, ErrRecordTooLarge) {
+		t.Errorf("a body over MaxRecordBytes: %d bytes, %v; want ErrRecordTooLarge", len(got), err)
+	}
+	checkEncodeBodyValue(t, bigBody, []byte(`{"p":"`+big+`"}`))
 	for _, f := range []string{`{}`, `{"b":1,"a":2}`, `{"p":"sealed:AQ","seqq":[1],"é":{"z":1,"a":2}}`, `{"seq":1}`, `{"step":1}`, `[]`, `"x"`} {
 		for _, b := range []Body{
 			{Seq: 7, Run: run, Epoch: 2, V: RecordVersion, Kind: "Note"},

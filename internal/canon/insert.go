@@ -15,17 +15,18 @@ type RawMember struct {
 // in canonical key order, its keys plain and distinct, and its values
 // canonical; at, if not nil, receives the offset in the returned slice of
 // each added value (at[i] for add[i]). refuse, if not nil, is asked about
-// each key of obj as written between its quotes (a canonical key spells
-// each character one way, so a plain name compares directly) and refuses
-// obj by answering true.
+// the keys of obj as written between their quotes (a canonical key spells
+// each character one way, so a plain name compares directly), in order
+// until one is refused or added twice, and refuses obj by answering true.
 //
 // obj is checked as CheckObject does, so the result is canonical whenever
 // add holds to its rules: it is what Marshal of the merged object writes,
 // with no parse into a Value and no sort. A writer whose input is usually
 // canonical already (the kind's fields of a record) builds its bytes in one
 // pass this way, and takes the Value path only when obj is not canonical.
-// An error is a *SyntaxError: obj is not a canonical object, holds a key
-// of add, or holds a key refuse refuses.
+// An error is a *SyntaxError: obj is not a canonical object (its Offset
+// locates the fault), holds a key of add, or holds a key refuse refuses
+// (Offset 0 for these two: the key is named in the message).
 func InsertMembers(dst, obj []byte, add []RawMember, at []int, refuse func(key []byte) bool) ([]byte, error) {
 	base := len(dst)
 	dst = append(dst, '{')
