@@ -50,6 +50,10 @@ type batchRun struct {
 	// what upsertRuns needs to know an append leaves them as they are.
 	activeAt sql.NullInt64
 	waiting  bool
+	// known says the state is the writer's memory (known.go), not read in
+	// this transaction; was is the remembered head the write must find.
+	known bool
+	was   store.Head
 }
 
 // appendBatch implements groupcommit.Batch for appendReq values. The
@@ -74,8 +78,9 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 		for k, i := range idx {
 			reqs[k] = items[i].(*appendReq)
 		}
-		errs, err := reqs[0].s.appendTenantBatch(ctx, tx, reqs)
+		errs, err := reqs[0].s.appendTenantBatch(ctx, tx, reqs, true)
 		if err != nil {
+			s.forget()
 			return nil, err
 		}
 		for k, i := range idx {
@@ -89,9 +94,10 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 }
 
 // appendTenantBatch decides and writes a batch of one tenant's appends,
-// all submitted through s.
-func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq) ([]error, error) {
-	runs, err := s.loadBatchRuns(ctx, tx, reqs)
+// all submitted through s. With recall, runs the writer remembers start
+// from its memory (known.go) instead of a read.
+func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq, recall bool) ([]error, error) {
+	runs, err := s.loadBatchRuns(ctx, tx, reqs, recall)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +117,13 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 		if err != nil {
 			if !store.IsDomain(err) {
 				return nil, err
+			}
+			if br.known {
+				// Refused on remembered state, which may be stale: decide
+				// the batch again on the stored state. Nothing is written
+				// yet.
+				s.forget()
+				return s.appendTenantBatch(ctx, tx, reqs, false)
 			}
 			refusals[i] = err
 			continue
@@ -161,9 +174,13 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 			return nil, fmt.Errorf("claim admission key: %w", err)
 		}
 	}
+	if err := s.moveKnownHeads(ctx, tx, touched); err != nil {
+		return nil, err
+	}
 	if err := s.upsertRuns(ctx, tx, touched, ids, now.Unix()); err != nil {
 		return nil, err
 	}
+	s.remember(touched, now.Unix())
 	return refusals, nil
 }
 
@@ -212,25 +229,40 @@ func (s *Store) decideAppend(ctx context.Context, tx *sql.Tx, r *appendReq, br *
 }
 
 // loadBatchRuns reads, in one query, the state and lease epoch of every run
-// the batch appends to. A row names its run by its index in the JSON array
-// asked for, which is checked against the run's text.
-func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq) (map[store.RunID]*batchRun, error) {
+// the batch appends to; with recall, of every run the writer does not
+// remember (known.go), and none when it remembers them all. A row names its
+// run by its index in the JSON array asked for, which is checked against
+// the run's text.
+func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq, recall bool) (map[store.RunID]*batchRun, error) {
 	runs := make(map[store.RunID]*batchRun, len(reqs))
 	order := make([]batchRun, 0, len(reqs)) // one allocation for every run's state
 	list := make([]byte, 1, 2+len(reqs)*29) // "26 characters",
 	list[0] = '['
+	var asked []int // the index in order of each run in list
 	for _, r := range reqs {
 		if runs[r.run] != nil {
 			continue
 		}
-		order = append(order, batchRun{run: r.run, runText: r.run.String()})
+		runText := r.run.String()
+		if recall {
+			if br, ok := s.recall(r.run, runText); ok {
+				order = append(order, br)
+				runs[r.run] = &order[len(order)-1]
+				continue
+			}
+		}
+		order = append(order, batchRun{run: r.run, runText: runText})
 		runs[r.run] = &order[len(order)-1]
+		asked = append(asked, len(order)-1)
 		if len(list) > 1 {
 			list = append(list, ',')
 		}
 		list = append(append(append(list, '"'), order[len(order)-1].runText...), '"') // a run id needs no escaping
 	}
 	list = append(list, ']')
+	if len(asked) == 0 {
+		return runs, nil
+	}
 	var rows *sql.Rows
 	var err error
 	if st := s.hotStmt(ctx, tx, qLoadRuns); st != nil {
@@ -252,10 +284,10 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 		if err := rows.Scan(&at, &runText, &seq, &hash, &outcome, &sealed, &epoch, &activeAt, &waiting); err != nil {
 			return nil, fmt.Errorf("read runs: %w", err)
 		}
-		if at < 0 || at >= int64(len(order)) || runText != order[at].runText {
+		if at < 0 || at >= int64(len(asked)) || runText != order[asked[at]].runText {
 			return nil, fmt.Errorf("read runs: unasked run %.40q", runText)
 		}
-		br := &order[at]
+		br := &order[asked[at]]
 		br.st = runState{outcome: outcome, sealedOutcome: sealed}
 		if seq.Valid {
 			if len(hash) != 32 || seq.Int64 < 1 {
@@ -324,7 +356,9 @@ func (s *Store) upsertRuns(ctx context.Context, tx *sql.Tx, touched []*batchRun,
 		// entries with the same values.
 		if !br.source.Valid && !br.outcome.Valid && br.wait == nil && !br.waiting &&
 			br.activeAt.Valid && br.activeAt.Int64 == activeAt {
-			heads = append(heads, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:])
+			if !br.known { // moveKnownHeads moved a remembered one
+				heads = append(heads, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:])
+			}
 			continue
 		}
 		ord := sql.NullInt64{}

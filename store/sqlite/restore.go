@@ -27,12 +27,15 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 		return nil, err
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		refusals, err := s.appendTenantBatch(context.Background(), tx, reqs)
+		// Read, not recalled: a bulk append is rare and mostly of new runs.
+		refusals, err := s.appendTenantBatch(context.Background(), tx, reqs, false)
 		if err != nil {
+			s.forget()
 			return err
 		}
 		for _, err := range refusals {
 			if err != nil {
+				s.forget() // what it remembered of the others rolls back with it
 				return err
 			}
 		}

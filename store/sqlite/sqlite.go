@@ -130,6 +130,7 @@ type file struct {
 	wal       *walSync               // flushes the WAL behind the writer; nil: synchronous=FULL does
 	hot       stmts                  // prepared on the writer connection; see stmts.go
 	reads     stmts                  // prepared on the read pool; see stmts.go
+	known     map[string]knownRun    // the writer's memory of the runs it appended to last; see known.go
 	hotKeys   int                    // the writer's estimate of the rows in record_keys_hot; see keys.go
 	mergeAt   int                    // merge the hot keys when hotKeys reaches it
 	wtx       atomic.Pointer[sql.Tx] // the writer's open transaction, for hotStmt

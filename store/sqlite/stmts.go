@@ -49,6 +49,13 @@ var (
 	// rewrites no index entry.
 	qAdvanceHeads = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES ` +
 		repeatRows("(?,?,?,?)", rowsPerStmt) + `) AS v WHERE runs.tenant = v.column1 AND runs.run = v.column2`
+	// qMoveKnownHeads moves the heads of runs the writer remembers
+	// (known.go), each only if its row still holds the remembered head
+	// (column5, column6), is unsealed, and is under the remembered lease
+	// epoch (column7; NULL: no lease row). The caller counts the rows moved.
+	qMoveKnownHeads = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES ` +
+		repeatRows("(?,?,?,?,?,?,?)", rowsPerStmt) + `) AS v WHERE ` + moveKnownWhere
+	qMoveKnownHead = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES (?,?,?,?,?,?,?)) AS v WHERE ` + moveKnownWhere
 	// qLoadRuns reads the state and lease of the runs named in a JSON
 	// array, in one statement, each row led by its run's index in the array.
 	qLoadRuns = `SELECT q.key, q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch, r.active_at, r.wait_awaiting IS NOT NULL FROM json_each(?) q
@@ -56,11 +63,14 @@ var (
 		LEFT JOIN leases l ON l.tenant=? AND l.run=q.value`
 )
 
+const moveKnownWhere = `runs.tenant = v.column1 AND runs.run = v.column2 AND runs.head_seq = v.column5 AND runs.head_hash = v.column6
+		AND runs.sealed_outcome IS NULL AND (SELECT l.epoch FROM leases l WHERE l.tenant = v.column1 AND l.run = v.column2) IS v.column7`
+
 func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads, qChainEpoch}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads, qMoveKnownHead, qMoveKnownHeads, qChainEpoch}
 
 // readQueries are the statements of the read paths every read of a run
 // takes (Head, Read, ReadPage, Verify, an export's page). Their union over
@@ -139,6 +149,12 @@ func (s *Store) hotStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt
 // statement, and queryN, the same statement of rowsPerStmt rows. It
 // returns the result of the last statement.
 func (s *Store) execRows(ctx context.Context, tx *sql.Tx, query1, queryN string, width int, rows []any) (sql.Result, error) {
+	return s.execRowsCounted(ctx, tx, query1, queryN, width, rows, nil)
+}
+
+// execRowsCounted is execRows that adds the rows its statements changed to
+// *changed, when changed is not nil.
+func (s *Store) execRowsCounted(ctx context.Context, tx *sql.Tx, query1, queryN string, width int, rows []any, changed *int64) (sql.Result, error) {
 	var res sql.Result
 	for _, q := range []struct {
 		query string
@@ -155,6 +171,13 @@ func (s *Store) execRows(ctx context.Context, tx *sql.Tx, query1, queryN string,
 			var err error
 			if res, err = exec(rows[:width*q.rows]...); err != nil {
 				return nil, err
+			}
+			if changed != nil {
+				n, err := res.RowsAffected()
+				if err != nil {
+					return nil, err
+				}
+				*changed += n
 			}
 			rows = rows[width*q.rows:]
 		}
