@@ -152,3 +152,29 @@ func TestKnownRuns_RememberedAheadOfTheFileIsNotTrusted(t *testing.T) {
 	}
 	wantChain(t, s, run, 2)
 }
+
+// TestKnownRuns_NewHolderIsNotRefusedByMemory: the first append of a run's
+// new lease holder, through a writer that remembers the old lease, is
+// taken: the memory alone would fence it (its epoch is not the remembered
+// one), so the refusal is decided again on the stored lease.
+func TestKnownRuns_NewHolderIsNotRefusedByMemory(t *testing.T) {
+	ctx := context.Background()
+	a, b := twoWriters(t)
+	run := store.NewRunID()
+	old, err := a.Acquire(ctx, run, "w1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne(t, a, old.Epoch, run, "a1") // a remembers the lease of old.Epoch
+	if err := b.ReleaseLease(ctx, run, old.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := b.Acquire(ctx, run, "w2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := appendOne(t, a, cur.Epoch, run, "a2"); r.Seq != 2 {
+		t.Fatalf("the new holder's append got seq %d, want 2", r.Seq)
+	}
+	wantChain(t, a, run, 2)
+}
