@@ -74,14 +74,13 @@ func TestKnownRuns_HeadMovedByAnotherWriterIsNotTrusted(t *testing.T) {
 	wantChain(t, a, run, 4)
 }
 
-// TestKnownRuns_LeaseTakenOverElsewhereIsFenced: a writer that remembers a
-// run under one lease still fences an append of that lease once another
-// process holds the run under a new one, and takes the new holder's
-// append, which its memory alone would have refused.
-func TestKnownRuns_LeaseTakenOverElsewhereIsFenced(t *testing.T) {
+// takenOver leaves a writer a that remembers run under the lease of
+// old.Epoch, after another process released it and took it under cur.
+func takenOver(t *testing.T) (a *Store, run store.RunID, old, cur store.Lease) {
+	t.Helper()
 	ctx := context.Background()
 	a, b := twoWriters(t)
-	run := store.NewRunID()
+	run = store.NewRunID()
 	old, err := a.Acquire(ctx, run, "w1", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -90,14 +89,24 @@ func TestKnownRuns_LeaseTakenOverElsewhereIsFenced(t *testing.T) {
 	if err := b.ReleaseLease(ctx, run, old.Epoch); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := b.Acquire(ctx, run, "w2", time.Hour)
+	cur, err = b.Acquire(ctx, run, "w2", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cur.Epoch == old.Epoch {
 		t.Fatalf("the new lease kept epoch %d", cur.Epoch)
 	}
-	_, err = a.Append(ctx, old.Epoch, []store.Append{note(run, "stale")})
+	return a, run, old, cur
+}
+
+// TestKnownRuns_LeaseTakenOverElsewhereIsFenced: a writer that remembers a
+// run under one lease still fences an append of that lease once another
+// process holds the run under a new one, and takes the new holder's
+// append, which its memory alone would have refused.
+func TestKnownRuns_LeaseTakenOverElsewhereIsFenced(t *testing.T) {
+	ctx := context.Background()
+	a, run, old, cur := takenOver(t)
+	_, err := a.Append(ctx, old.Epoch, []store.Append{note(run, "stale")})
 	var fenced *store.FencedError
 	if !errors.As(err, &fenced) || fenced.Current != cur.Epoch {
 		t.Fatalf("append under the old lease: %v, want FencedError naming epoch %d", err, cur.Epoch)
@@ -158,21 +167,7 @@ func TestKnownRuns_RememberedAheadOfTheFileIsNotTrusted(t *testing.T) {
 // taken: the memory alone would fence it (its epoch is not the remembered
 // one), so the refusal is decided again on the stored lease.
 func TestKnownRuns_NewHolderIsNotRefusedByMemory(t *testing.T) {
-	ctx := context.Background()
-	a, b := twoWriters(t)
-	run := store.NewRunID()
-	old, err := a.Acquire(ctx, run, "w1", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendOne(t, a, old.Epoch, run, "a1") // a remembers the lease of old.Epoch
-	if err := b.ReleaseLease(ctx, run, old.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	cur, err := b.Acquire(ctx, run, "w2", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, run, _, cur := takenOver(t)
 	if r := appendOne(t, a, cur.Epoch, run, "a2"); r.Seq != 2 {
 		t.Fatalf("the new holder's append got seq %d, want 2", r.Seq)
 	}
