@@ -9,7 +9,8 @@ import (
 )
 
 // Appends next to each other in a group are written together: one query
-// reads the state and lease of all their runs, each append is decided in
+// reads the state and lease of all their runs (of those the writer does
+// not remember: known.go), each append is decided in
 // Go against that state (and the appends before it in the batch), and the
 // accepted ones are written with one multi-row INSERT of records and one
 // multi-row upsert of runs. A refused append writes nothing, so it needs
@@ -46,8 +47,9 @@ type batchRun struct {
 	ordRec  int            // index in recs of that conclusion's record
 	wait    *store.Suspension
 	effects map[store.Digest]bool // effect keys this batch starts; nil until one does
-	// The row's activity time and whether it records a wait, as read:
-	// what upsertRuns needs to know an append leaves them as they are.
+	// The row's activity time and whether it records a wait, as read or
+	// remembered: what upsertRuns needs to know an append leaves them as
+	// they are.
 	activeAt sql.NullInt64
 	waiting  bool
 	// known says the state is the writer's memory (known.go), not read in
@@ -88,6 +90,7 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 		}
 	}
 	if err := s.mergeKeysIfDue(ctx, tx); err != nil {
+		s.forget() // the group rolls back: what it remembered did not happen
 		return nil, err
 	}
 	return refusals, nil
@@ -95,7 +98,8 @@ func (s *Store) appendBatch(ctx context.Context, tx *sql.Tx, items []any) ([]err
 
 // appendTenantBatch decides and writes a batch of one tenant's appends,
 // all submitted through s. With recall, runs the writer remembers start
-// from its memory (known.go) instead of a read.
+// from its memory (known.go) instead of a read, and the runs written are
+// remembered; without it, the memory is neither read nor filled.
 func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appendReq, recall bool) ([]error, error) {
 	runs, err := s.loadBatchRuns(ctx, tx, reqs, recall)
 	if err != nil {
@@ -180,7 +184,9 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 	if err := s.upsertRuns(ctx, tx, touched, ids, now.Unix()); err != nil {
 		return nil, err
 	}
-	s.remember(touched, now.Unix())
+	if recall {
+		s.remember(touched, now.Unix())
+	}
 	return refusals, nil
 }
 

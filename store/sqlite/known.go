@@ -11,19 +11,24 @@ import (
 
 // The writer remembers, for the runs it appended to last, what a batch of
 // appends reads of them: each run's head, its lease epoch, and the activity
-// second and wait its row holds. A batch whose runs are all remembered
-// skips the read of their rows and leases (loadBatchRuns), the largest
-// statement of a group after the inserts.
+// second and wait its row holds. The remembered runs of a batch of appends
+// skip the read of their rows and leases (loadBatchRuns), the largest
+// statement of a group after the inserts; a bulk append (restore) neither
+// reads nor fills the memory.
 //
 // The memory is never trusted, as PostgreSQL's is not (store/postgres,
 // known.go): the statement that moves a remembered run's head moves it only
 // if the row still holds the remembered head, is unsealed, and its lease
 // (or the absence of one) is still the remembered epoch, and the batch
-// fails unless every remembered run moved. Another process's append, seal
-// or lease, a write of this process by another path, or a group rolled
-// back after the memory was updated, all fail that check; the group then
+// fails unless every remembered run moved. Another process's append or
+// seal, a lease taken anew (renewing or releasing one keeps its epoch,
+// which is all the fence compares), a write of this process by another
+// path, or a group rolled back after the memory was updated (a failed
+// commit leaves it ahead of the file), all fail that check; the group then
 // rolls back whole and its appends run again one by one, reading their
-// runs (groupcommit's fallback), and the memory is dropped. An append that
+// runs (groupcommit's fallback), and the memory is dropped. Nothing else
+// guards a run's seqs in the group's writes (the records have no unique
+// key on them), hence every remembered run must move, not some. An append that
 // the remembered state would refuse (fenced, sealed, a restored record at
 // another seq) is decided again on the stored state before anything is
 // written, so the memory never refuses an append the store would take.
@@ -68,6 +73,10 @@ func (s *Store) recall(run store.RunID, runText string) (batchRun, bool) {
 
 // remember records the runs a batch wrote, as it left them.
 func (s *Store) remember(touched []*batchRun, activeAt int64) {
+	if len(touched) > maxKnownRuns {
+		s.forget()
+		return
+	}
 	if s.known == nil || len(s.known)+len(touched) > maxKnownRuns {
 		s.known = make(map[string]knownRun, len(touched))
 	}

@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -172,4 +174,98 @@ func TestKnownRuns_NewHolderIsNotRefusedByMemory(t *testing.T) {
 		t.Fatalf("the new holder's append got seq %d, want 2", r.Seq)
 	}
 	wantChain(t, a, run, 2)
+}
+
+// appendsInOneGroup appends one note to each run through s, all in one
+// group: the writer is held while they queue, in order.
+func appendsInOneGroup(t *testing.T, s *Store, epoch store.Epoch, runs []store.RunID) []store.Record {
+	t.Helper()
+	ctx := context.Background()
+	entered, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.write(ctx, func(*sql.Tx) error { close(entered); <-release; return nil })
+	}()
+	<-entered
+	recs := make([]store.Record, len(runs))
+	errs := make([]chan error, len(runs))
+	for i, run := range runs {
+		errs[i] = make(chan error, 1)
+		go func() {
+			r, err := s.Append(ctx, epoch, []store.Append{note(run, "grouped")})
+			if err == nil {
+				recs[i] = r[0]
+			}
+			errs[i] <- err
+		}()
+		for s.writes.Waiting() != i+1 {
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range errs {
+		if err := <-ch; err != nil {
+			t.Fatalf("append to run %d: %v", i, err)
+		}
+	}
+	return recs
+}
+
+// TestKnownRuns_OneOfTwoMovedElsewhereForksNothing: in a group of two
+// remembered runs, one moved by another process, the group is not written
+// on the memory: every remembered run must move, not some. Only that count
+// and the runs row guard a run's seqs (the records have no unique key on
+// them), so a group counted loosely would store a second record at a seq.
+func TestKnownRuns_OneOfTwoMovedElsewhereForksNothing(t *testing.T) {
+	a, b := twoWriters(t)
+	r1, r2 := store.NewRunID(), store.NewRunID()
+	appendOne(t, a, 1, r1, "x1")
+	appendOne(t, a, 1, r2, "y1")
+	appendOne(t, b, 1, r2, "y2") // r2's head moves behind a's back
+	recs := appendsInOneGroup(t, a, 1, []store.RunID{r1, r2})
+	if recs[0].Seq != 2 || recs[1].Seq != 3 {
+		t.Fatalf("the group's appends got seqs %d and %d, want 2 and 3", recs[0].Seq, recs[1].Seq)
+	}
+	wantChain(t, a, r1, 2)
+	wantChain(t, a, r2, 3)
+}
+
+// TestKnownRuns_RememberedSeqWithAnotherHashIsNotTrusted: a memory that
+// holds the file's seq but not its hash (a group rolled back after it was
+// remembered, then another writer appended at that seq) is not trusted:
+// the append links to the stored record, not the remembered one.
+func TestKnownRuns_RememberedSeqWithAnotherHashIsNotTrusted(t *testing.T) {
+	a, b := twoWriters(t)
+	run := store.NewRunID()
+	appendOne(t, a, 1, run, "a1")
+	appendOne(t, b, 1, run, "b2")
+	k := knownKey(a.tenant, run.String())
+	m := a.known[k]
+	m.head = store.Head{Seq: 2, Hash: store.Sum([]byte("rolled back"))} // the file's seq, not its hash
+	a.known[k] = m
+	if r := appendOne(t, a, 1, run, "a3"); r.Seq != 3 {
+		t.Fatalf("got seq %d, want 3", r.Seq)
+	}
+	wantChain(t, a, run, 3)
+}
+
+// TestKnownRuns_BulkIsNotRemembered: a bulk append (a restore of many runs)
+// neither reads nor fills the memory, so the memory's bound holds whatever
+// a bulk append's size.
+func TestKnownRuns_BulkIsNotRemembered(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "j.db"), Options{})
+	bulk := make([]store.BulkAppend, maxKnownRuns+10)
+	for i := range bulk {
+		bulk[i] = store.BulkAppend{Epoch: 1, Batch: []store.Append{note(store.NewRunID(), "restored")}}
+	}
+	if _, err := s.AppendBulk(ctx, bulk); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.known); n != 0 {
+		t.Fatalf("a bulk append of %d runs left %d in the memory, want 0", len(bulk), n)
+	}
 }

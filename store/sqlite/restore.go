@@ -27,15 +27,14 @@ func (s *Store) AppendBulk(ctx context.Context, appends []store.BulkAppend) ([][
 		return nil, err
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// Read, not recalled: a bulk append is rare and mostly of new runs.
+		// Read, and not remembered (known.go): a bulk append is rare, of
+		// many runs, mostly new ones.
 		refusals, err := s.appendTenantBatch(context.Background(), tx, reqs, false)
 		if err != nil {
-			s.forget()
 			return err
 		}
 		for _, err := range refusals {
 			if err != nil {
-				s.forget() // what it remembered of the others rolls back with it
 				return err
 			}
 		}
