@@ -2,11 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -58,12 +56,7 @@ func steps() []groupStep {
 func runGroup(t *testing.T, s *Store, runs []store.RunID, epochs []store.Epoch) []string {
 	t.Helper()
 	ctx := context.Background()
-	entered, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- s.write(ctx, func(*sql.Tx) error { close(entered); <-release; return nil })
-	}()
-	<-entered
+	release := holdWriter(t, s)
 	st := steps()
 	errs := make([]chan error, len(st))
 	for i, step := range st {
@@ -76,14 +69,9 @@ func runGroup(t *testing.T, s *Store, runs []store.RunID, epochs []store.Epoch) 
 			_, err := s.Append(ctx, epoch, step.batch(runs[step.run]))
 			errs[i] <- err
 		}()
-		for s.writes.Waiting() != i+1 {
-			runtime.Gosched()
-		}
+		awaitQueued(s, i+1)
 	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	out := make([]string, len(st))
 	for i, ch := range errs {
 		err := <-ch
@@ -198,10 +186,7 @@ func TestBatchedGroup_TenantsOfOneFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entered, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() { held <- a.write(ctx, func(*sql.Tx) error { close(entered); <-release; return nil }) }()
-	<-entered
+	release := holdWriter(t, a)
 	type call struct {
 		s *Store
 		e store.Epoch
@@ -213,14 +198,9 @@ func TestBatchedGroup_TenantsOfOneFile(t *testing.T) {
 			_, err := c.s.Append(ctx, c.e, []store.Append{{Run: run, Kind: "Step", Fields: fmt.Appendf(nil, `{"i":%d}`, i)}})
 			errs <- err
 		}()
-		for a.writes.Waiting() != i+1 {
-			runtime.Gosched()
-		}
+		awaitQueued(a, i+1)
 	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	for range calls {
 		if err := <-errs; err != nil {
 			t.Fatal(err)

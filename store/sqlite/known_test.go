@@ -2,10 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -181,12 +179,7 @@ func TestKnownRuns_NewHolderIsNotRefusedByMemory(t *testing.T) {
 func appendsInOneGroup(t *testing.T, s *Store, epoch store.Epoch, runs []store.RunID) []store.Record {
 	t.Helper()
 	ctx := context.Background()
-	entered, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		held <- s.write(ctx, func(*sql.Tx) error { close(entered); <-release; return nil })
-	}()
-	<-entered
+	release := holdWriter(t, s)
 	recs := make([]store.Record, len(runs))
 	errs := make([]chan error, len(runs))
 	for i, run := range runs {
@@ -198,14 +191,9 @@ func appendsInOneGroup(t *testing.T, s *Store, epoch store.Epoch, runs []store.R
 			}
 			errs[i] <- err
 		}()
-		for s.writes.Waiting() != i+1 {
-			runtime.Gosched()
-		}
+		awaitQueued(s, i+1)
 	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	for i, ch := range errs {
 		if err := <-ch; err != nil {
 			t.Fatalf("append to run %d: %v", i, err)
