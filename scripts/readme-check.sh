@@ -13,7 +13,9 @@ export PATH="/usr/local/go/bin:$PATH"
 scratch="$(mktemp -d)"
 pids=()
 cleanup() {
+	# A server runs as a child of the subshell that started it: end both.
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	pkill -f "^$scratch/bin/" 2>/dev/null || true
 	wait 2>/dev/null || true
 	rm -rf "$scratch"
 }
