@@ -25,6 +25,8 @@ go vet ./...
 # The browser verifier's main builds for js/wasm only, so vet it there.
 GOOS=js GOARCH=wasm go vet ./cmd/verify-wasm
 go test -timeout 30m ./...
+# The README's commands, as written, in a scratch directory.
+bash scripts/readme-check.sh
 if [ "${RUNSEAL_QUICK:-}" = "1" ]; then
 	exit 0
 fi
