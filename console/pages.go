@@ -32,6 +32,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"age": ageText,
+	"dur": durText,
 	// ms shows a latency bound in milliseconds to two significant digits.
 	"ms": func(v float64) string {
 		switch {
