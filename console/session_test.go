@@ -1,15 +1,15 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -196,24 +196,6 @@ func TestConsole_SecureHostCookieBehindTLS(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination the server writes while a test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestConsole_SessionsAreBounded: one token signing in again and again
 // holds at most PerToken sessions, and all tokens together at most Total;
 // over a bound the least recently used session ends (its cookie is then
@@ -221,11 +203,14 @@ func (l *lockedBuffer) String() string {
 func TestConsole_SessionsAreBounded(t *testing.T) {
 	f := newFixture(t)
 	clk := storetest.NewFakeClock()
-	var logs lockedBuffer
+	logPath := filepath.Join(t.TempDir(), "log") // a file: the server writes it while the test reads
+	logs, err := os.Create(logPath)
+	must(t, err)
+	defer logs.Close()
 	g := f.with(func(c *Config) {
 		c.Now = clk.Now
 		c.Sessions = SessionLimits{PerToken: 3, Total: 5}
-		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
 	signIn := func(tok string) string {
 		t.Helper()
@@ -279,8 +264,10 @@ func TestConsole_SessionsAreBounded(t *testing.T) {
 	if n := g.con.sessions.len(); n != 5 {
 		t.Errorf("%d sessions, want 5", n)
 	}
-	if n := strings.Count(logs.String(), "session bound is met"); n != 1 {
-		t.Errorf("meeting the session bound was logged %d times, want once:\n%s", n, logs.String())
+	logged, err := os.ReadFile(logPath)
+	must(t, err)
+	if n := strings.Count(string(logged), "session bound is met"); n != 1 {
+		t.Errorf("meeting the session bound was logged %d times, want once:\n%s", n, logged)
 	}
 }
 
