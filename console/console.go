@@ -228,8 +228,8 @@ func (c *Console) authenticate(r *http.Request) (*session, string, error) {
 	if err != nil || ck.Value == "" {
 		return nil, "", nil
 	}
-	e, why := c.sessions.get(ck.Value)
-	if e.tokenID == "" {
+	e, ok, why := c.sessions.get(ck.Value)
+	if !ok {
 		return nil, c.sessions.message(why), nil
 	}
 	t, err := c.cfg.Tokens.TokenByID(r.Context(), e.tokenID)
@@ -437,15 +437,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnauthorized, msg)
 		return
 	}
-	id, full, err := c.sessions.create(s.Token)
-	if err != nil {
+	if err := c.startSession(w, r, s.Token); err != nil {
 		c.fail(w, r, nil, err)
 		return
 	}
-	if full {
-		c.log.Warn("console: the session bound is met; each sign-in now ends the least recently used session", "sessions", c.sessions.lim.Total)
-	}
-	c.setCookie(w, r, id)
 	c.log.Info("console: signed in", "token", s.Token.ID, "tenant", s.Token.Tenant, "role", s.Token.Role)
 	http.Redirect(w, r, "/console/log", http.StatusSeeOther)
 }
@@ -455,10 +450,6 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden", Data: "Sign-out must come from this console's own page."})
 		return
 	}
-	name, _ := c.cookieName(r)
-	if ck, err := r.Cookie(name); err == nil && ck.Value != "" {
-		c.sessions.end(ck.Value)
-	}
-	c.setCookie(w, r, "")
+	c.endSession(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

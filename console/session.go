@@ -155,24 +155,24 @@ func (s *sessions) create(tok *store.Token) (value string, full bool, err error)
 }
 
 // get returns the live session of a cookie value and marks it used, or
-// why there is none; an expired session is ended.
-func (s *sessions) get(value string) (signedIn, endReason) {
+// false and why there is none; an expired session is ended.
+func (s *sessions) get(value string) (signedIn, bool, endReason) {
 	if len(value) != base64.RawURLEncoding.EncodedLen(sessionIDBytes) {
-		return signedIn{}, endUnknown
+		return signedIn{}, false, endUnknown
 	}
 	k, now := keyOf(value), s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.byKey[k]
 	if e == nil {
-		return signedIn{}, endUnknown
+		return signedIn{}, false, endUnknown
 	}
 	if why := s.expired(e, now); why != endUnknown {
 		s.deleteLocked(k, e)
-		return signedIn{}, why
+		return signedIn{}, false, why
 	}
 	e.seen = now
-	return *e, endUnknown
+	return *e, true, endUnknown
 }
 
 // expired says whether e has outlived a bound at now.
@@ -268,6 +268,35 @@ func (c *Console) cookieName(r *http.Request) (name string, secure bool) {
 		return SecureCookieName, true
 	}
 	return CookieName, false
+}
+
+// startSession opens a session for the token r signed in with and sets
+// its cookie. A session the browser already held ends first: signing in
+// again neither keeps the old id alive nor piles up sessions.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, tok *store.Token) error {
+	name, _ := c.cookieName(r)
+	if old, err := r.Cookie(name); err == nil && old.Value != "" {
+		c.sessions.end(old.Value)
+	}
+	id, full, err := c.sessions.create(tok)
+	if err != nil {
+		return err
+	}
+	if full {
+		c.log.Warn("console: the session bound is met; each sign-in now ends the least recently used session", "sessions", c.sessions.lim.Total)
+	}
+	c.setCookie(w, r, id)
+	return nil
+}
+
+// endSession ends r's session on the server, so its cookie is refused if
+// replayed, and clears the cookie.
+func (c *Console) endSession(w http.ResponseWriter, r *http.Request) {
+	name, _ := c.cookieName(r)
+	if ck, err := r.Cookie(name); err == nil && ck.Value != "" {
+		c.sessions.end(ck.Value)
+	}
+	c.setCookie(w, r, "")
 }
 
 // setCookie sets r's session cookie to value; "" clears it. The cookie has

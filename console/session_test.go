@@ -87,6 +87,33 @@ func TestConsole_SignOutEndsSessionOnServer(t *testing.T) {
 	}
 }
 
+// TestConsole_SignInAgainEndsTheBrowsersSession: signing in from a browser
+// that holds a session ends that session; the browser gets a new id, and
+// the old one, replayed, is refused (no id outlives a sign-in, and repeated
+// sign-ins from one browser hold one session).
+func TestConsole_SignInAgainEndsTheBrowsersSession(t *testing.T) {
+	f := newFixture(t)
+	old := f.session(f.reader)
+	for _, tok := range []string{f.reader, f.writer} {
+		req, err := http.NewRequest("POST", f.url+"/console/signin", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: old})
+		resp, _ := do(t, req)
+		ck := sessionCookie(resp)
+		if resp.StatusCode != http.StatusSeeOther || ck == nil || ck.Value == old {
+			t.Fatalf("signing in again: %d, cookie %+v: want a new session", resp.StatusCode, ck)
+		}
+		if resp, _ := f.getCookie("/console/log", old); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the session held before signing in again, replayed: %d, want 401", resp.StatusCode)
+		}
+		if n := f.con.sessions.len(); n != 1 {
+			t.Errorf("after signing in again from one browser, %d sessions are held, want 1", n)
+		}
+		old = ck.Value
+	}
+}
+
 // TestConsole_SessionExpires: a session ends Idle after its last request,
 // and MaxAge after sign-in however busy, each with a message saying so;
 // an ended session is gone from memory.
