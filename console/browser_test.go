@@ -3,9 +3,12 @@ package console
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/runseal/runseal/internal/browsertest"
@@ -13,11 +16,13 @@ import (
 
 // TestConsoleInBrowser drives the console in headless Chromium over a real
 // journal (runs, seals, a checkpoint cosigned by a real witness over HTTP,
-// a disclosure, a study): it signs in with a reader token, visits every
+// a disclosure, a study): it signs in with a reader token (the browser
+// keeps a session id its scripts cannot read, not the token), visits every
 // page and reads its data, lets the Run page's script check the inclusion
-// proof, then signs in as another tenant, which sees nothing of the first,
-// and revokes that token, which lands on sign-in with the reason. Each page
-// is left as a screenshot for a reviewer (browsertest.Screenshot).
+// proof, signs out (the old session id, replayed, is refused), then signs
+// in as another tenant, which sees nothing of the first, and revokes that
+// token, which lands on sign-in with the reason. Each page is left as a
+// screenshot for a reviewer (browsertest.Screenshot).
 func TestConsoleInBrowser(t *testing.T) {
 	f := newFixture(t)
 	ctx := browsertest.New(t)
@@ -68,10 +73,34 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 
+	// sessionCookie is the browser's session cookie for the console.
+	sessionCookie := func() *network.Cookie {
+		t.Helper()
+		res, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (network.GetCookiesResult, error) {
+			return cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{URLs: []string{f.url + "/"}})
+		})
+		if err != nil {
+			t.Fatalf("the browser's cookies: %v", err)
+		}
+		for _, c := range res.Cookies {
+			if c.Name == CookieName {
+				return c
+			}
+		}
+		return nil
+	}
+
 	// Sign-in, then the Log page it leads to.
 	visit("/", "#token")
 	browsertest.Screenshot(t, ctx, "0-signin")
 	signIn(f.reader)
+	ck := sessionCookie()
+	if ck == nil || !ck.HTTPOnly || ck.SameSite != network.CookieSameSiteStrict || strings.Contains(ck.Value, f.reader[3:]) {
+		t.Fatalf("the browser's session cookie %+v: want HttpOnly, SameSite=Strict, not the token", ck)
+	}
+	if jsCookies, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`)); err != nil || strings.Contains(jsCookies, ck.Value) {
+		t.Errorf("the page's script reads the session cookie (%v): %q", err, jsCookies)
+	}
 	contains("#origin", f.st.Origin())
 	contains("#witnessed-size", fmt.Sprint(f.witnessedSize))
 	contains("#witnesses", f.witnessName, fmt.Sprint(f.witnessedSize))
@@ -142,6 +171,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Another tenant's token sees its own log and nothing of default's.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`header form button`)), chromedp.WaitVisible(chromedp.CSS("#token"))); err != nil {
 		t.Fatalf("sign out: %v", err)
+	}
+	if c := sessionCookie(); c != nil {
+		t.Errorf("after sign-out the browser still holds the session cookie")
+	}
+	if resp, _ := f.getCookie("/console/log", ck.Value); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the signed-out session's cookie, replayed: %d, want 401", resp.StatusCode)
 	}
 	signIn(f.acmeReader)
 	contains("#origin", f.acme.Origin())

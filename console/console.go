@@ -4,12 +4,17 @@
 // and one small script embedded in the binary.
 //
 // Invariants:
-//   - Every page but sign-in needs a session: a cookie holding a reader or
-//     writer token, pasted once on the sign-in page. The cookie is HttpOnly,
-//     SameSite=Strict, Secure over TLS, and has no expiry, so it lives only
-//     as long as the browser session. The token is checked against the
-//     token store on every request, so a revoked token stops working at
-//     once; its secret is never rendered.
+//   - Every page but sign-in needs a session, opened by pasting a reader or
+//     writer token on the sign-in page. The session lives in the server's
+//     memory (session.go); the cookie holds only its random 256-bit id,
+//     never the token. A session ends at sign-out (on the server: the old
+//     cookie is refused if replayed), after SessionLimits.MaxAge from
+//     sign-in or Idle without use, when its token is revoked (the token
+//     store is read on every request), and when the server restarts. The
+//     cookie is HttpOnly and SameSite=Strict; behind TLS it is the Secure
+//     __Host- cookie. A token's secret is never kept nor rendered.
+//   - Sessions are bounded per token and in all (SessionLimits), so no
+//     client fills memory by signing in.
 //   - A session sees only its token's tenant.
 //   - Every answer carries a Content-Security-Policy that allows scripts
 //     and styles from this origin only (no inline script), forbids framing
@@ -49,9 +54,6 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// CookieName is the session cookie's name.
-const CookieName = "runseal_console"
-
 // CSP is the Content-Security-Policy of every console answer.
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
@@ -75,6 +77,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// SecureCookie says clients reach the console over HTTPS, through a
+	// TLS-terminating proxy ('journal serve --behind-tls'): the session
+	// cookie is then SecureCookieName, with Secure. A request that came
+	// over TLS itself gets it too.
+	SecureCookie bool
+	// Sessions bounds the sessions' lives and numbers.
+	Sessions SessionLimits
 }
 
 // Console serves the operator console.
@@ -84,6 +93,8 @@ type Console struct {
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	mux    *http.ServeMux
+	// sessions are the signed-in browsers.
+	sessions *sessions
 }
 
 // New builds a Console.
@@ -121,6 +132,7 @@ func New(cfg Config) (*Console, error) {
 		}
 		c.pages[name] = t
 	}
+	c.sessions = newSessions(cfg.Sessions, c.cfg.Now)
 	c.mux = c.routes()
 	return c, nil
 }
@@ -207,13 +219,37 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, s *session) (status i
 
 // authenticate checks the session cookie. It returns the session, or a
 // message for the sign-in page saying what is wrong ("" when there is no
-// cookie at all).
+// cookie at all). The session's token is read from the token store on
+// every request: a token revoked, deleted or given a new secret ends every
+// session opened with it.
 func (c *Console) authenticate(r *http.Request) (*session, string, error) {
-	ck, err := r.Cookie(CookieName)
+	name, _ := c.cookieName(r)
+	ck, err := r.Cookie(name)
 	if err != nil || ck.Value == "" {
 		return nil, "", nil
 	}
-	return c.check(r.Context(), ck.Value)
+	e, ok, why := c.sessions.get(ck.Value)
+	if !ok {
+		return nil, c.sessions.message(why), nil
+	}
+	t, err := c.cfg.Tokens.TokenByID(r.Context(), e.tokenID)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case t == nil || subtle.ConstantTimeCompare(t.Hash[:], e.tokenHash[:]) != 1:
+		c.sessions.endToken(e.tokenID)
+		return nil, "The token this session was opened with no longer exists. Sign in with another token.", nil
+	case t.Revoked != nil:
+		c.sessions.endToken(t.ID)
+		return nil, revokedMessage(t), nil
+	}
+	ten := c.byName[t.Tenant]
+	if ten == nil { // checked at sign-in; tenants do not change while serving
+		c.sessions.end(ck.Value)
+		return nil, notServed(t), nil
+	}
+	return &session{Token: t, tenant: ten}, "", nil
 }
 
 // check authenticates tok as the API does, and says why it failed.
@@ -227,9 +263,17 @@ func (c *Console) check(ctx context.Context, tok string) (*session, string, erro
 	}
 	ten := c.byName[t.Tenant]
 	if ten == nil {
-		return nil, fmt.Sprintf("That token is for tenant %q, which this server does not serve.", t.Tenant), nil
+		return nil, notServed(t), nil
 	}
 	return &session{Token: t, tenant: ten}, "", nil
+}
+
+func notServed(t *store.Token) string {
+	return fmt.Sprintf("That token is for tenant %q, which this server does not serve.", t.Tenant)
+}
+
+func revokedMessage(t *store.Token) string {
+	return fmt.Sprintf("Token %s was revoked at %s. Sign in with another token.", t.ID, t.Revoked.UTC().Format(time.RFC3339))
 }
 
 // whyRefused tells a revoked token from one that is not a token at all.
@@ -247,14 +291,14 @@ func (c *Console) whyRefused(ctx context.Context, tok string) string {
 	}
 	sum := sha256.Sum256([]byte(tok))
 	if subtle.ConstantTimeCompare(sum[:], t.Hash[:]) == 1 && t.Revoked != nil {
-		return fmt.Sprintf("Token %s was revoked at %s. Sign in with another token.", t.ID, t.Revoked.UTC().Format(time.RFC3339))
+		return revokedMessage(t)
 	}
 	return invalid
 }
 
 // signedIn returns r's session. Without one it answers, and returns nil:
 // the sign-in page with status, or with 401 and the reason for a cookie
-// whose token is refused (the cookie is cleared).
+// that names no live session (the cookie is cleared).
 func (c *Console) signedIn(w http.ResponseWriter, r *http.Request, status int) *session {
 	s, msg, err := c.authenticate(r)
 	if err != nil {
@@ -263,7 +307,7 @@ func (c *Console) signedIn(w http.ResponseWriter, r *http.Request, status int) *
 	}
 	if s == nil {
 		if msg != "" {
-			clearCookie(w, r)
+			c.setCookie(w, r, "")
 			status = http.StatusUnauthorized
 		}
 		c.renderSignIn(w, r, status, msg)
@@ -332,7 +376,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 }
 
 func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	v := view{Title: "Sign in", Message: msg}
+	v := view{Title: "Sign in", Message: msg, Data: c.sessions.lim}
 	toks, err := c.cfg.Tokens.Tokens(r.Context())
 	if err != nil {
 		c.log.Error("console: listing tokens", "err", err)
@@ -393,7 +437,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnauthorized, msg)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: tok, Path: "/", HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	if err := c.startSession(w, r, s.Token); err != nil {
+		c.fail(w, r, nil, err)
+		return
+	}
 	c.log.Info("console: signed in", "token", s.Token.ID, "tenant", s.Token.Tenant, "role", s.Token.Role)
 	http.Redirect(w, r, "/console/log", http.StatusSeeOther)
 }
@@ -403,10 +450,6 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden", Data: "Sign-out must come from this console's own page."})
 		return
 	}
-	clearCookie(w, r)
+	c.endSession(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
-func clearCookie(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }

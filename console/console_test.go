@@ -38,8 +38,8 @@ func TestConsole_HeadersForbidFramingAndInlineScript(t *testing.T) {
 	f := newFixture(t)
 	paths := append(f.consolePages(), "/", "/console/signin", "/console/nowhere", "/console/runs/not-a-run")
 	for _, p := range paths {
-		for _, tok := range []string{"", f.reader, "rs_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
-			resp, body := f.get(p, tok)
+		for _, ck := range []string{"", f.session(f.reader), "rs_0000000000000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
+			resp, body := f.getCookie(p, ck)
 			h := resp.Header
 			csp := h.Get("Content-Security-Policy")
 			for _, want := range []string{"default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"} {
@@ -110,13 +110,13 @@ func TestSignIn_RevokedTokenLandsOnSignInWithMessage(t *testing.T) {
 	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Expires.IsZero() == false || ck.MaxAge != 0 {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, no expiry", ck)
 	}
-	if resp, _ := f.get("/console/log", ck.Value); resp.StatusCode != http.StatusOK {
+	if resp, _ := f.getCookie("/console/log", ck.Value); resp.StatusCode != http.StatusOK {
 		t.Fatalf("signed in: %d", resp.StatusCode)
 	}
 	if ok, err := f.st.RevokeToken(context.Background(), f.acmeReaderID); err != nil || !ok {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}
-	resp, body = f.get("/console/log", ck.Value)
+	resp, body = f.getCookie("/console/log", ck.Value)
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `id="token"`) {
 		t.Fatalf("revoked token: %d, want the sign-in page with 401\n%s", resp.StatusCode, body)
 	}
@@ -137,7 +137,8 @@ func TestSignIn_RevokedTokenLandsOnSignInWithMessage(t *testing.T) {
 
 // TestSignIn_WrongTokenGetsClearMessage: garbage, an unknown token and a
 // known id with a wrong secret all get the sign-in page and one message,
-// never a stack trace, and "revoked" is never said of a wrong secret.
+// never a stack trace, and "revoked" is never said of a wrong secret. Put
+// in the cookie, they are no session: the sign-in page says it ended.
 func TestSignIn_WrongTokenGetsClearMessage(t *testing.T) {
 	f := newFixture(t)
 	id, _ := server.TokenID(f.reader)
@@ -152,8 +153,8 @@ func TestSignIn_WrongTokenGetsClearMessage(t *testing.T) {
 		if strings.Contains(body, "goroutine") || strings.Contains(body, ".go:") {
 			t.Errorf("sign in with %.20q shows a stack trace", tok)
 		}
-		resp, body = f.get("/console/log", tok)
-		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not a valid token") {
+		resp, body = f.getCookie("/console/log", tok)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "Your session has ended") {
 			t.Errorf("cookie %.20q: %d\n%s", tok, resp.StatusCode, body)
 		}
 	}

@@ -33,10 +33,17 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // witness over HTTP, a disclosure and a study; tenant "acme" with one run
 // of its own; tokens for both.
 type fixture struct {
-	t    *testing.T
-	url  string
-	st   *sqlite.Store
-	acme *sqlite.Store
+	t   *testing.T
+	url string
+	con *Console
+	// conCfg is what the console at url was built from; api is the API
+	// handler behind it.
+	conCfg Config
+	api    http.Handler
+	// sessions are the session cookies signed in at url, by token.
+	sessions map[string]string
+	st       *sqlite.Store
+	acme     *sqlite.Store
 
 	reader, writer, acmeReader string // token secrets
 	acmeReaderID               string
@@ -165,15 +172,34 @@ func newFixture(t *testing.T) *fixture {
 	cfg.Routes = append(server.StatusRoutes(meter), server.TokenRoute(st))
 	srv, err := server.New(cfg)
 	must(t, err)
-	con, err := New(Config{Tenants: cfg.Tenants, Tokens: st, Meter: meter, Logger: quiet, FirstToken: "journal token create --role reader --name console"})
-	must(t, err)
-	hs := httptest.NewServer(con.Handler(meter.Observe(srv)))
-	t.Cleanup(hs.Close)
-	f.url = hs.URL
+	f.api = meter.Observe(srv)
+	f.conCfg = Config{Tenants: cfg.Tenants, Tokens: st, Meter: meter, Logger: quiet, FirstToken: "journal token create --role reader --name console"}
+	f.serve()
 
 	// Writes through the API, so the Activity page has something to plot.
 	f.apiAppendAndSeal()
 	return f
+}
+
+// serve serves a console built from f.conCfg in front of the API, at f.url.
+func (f *fixture) serve() {
+	t := f.t
+	t.Helper()
+	con, err := New(f.conCfg)
+	must(t, err)
+	hs := httptest.NewServer(con.Handler(f.api))
+	t.Cleanup(hs.Close)
+	f.url, f.con, f.sessions = hs.URL, con, map[string]string{}
+}
+
+// with is f with a console of its own over the same journal and API,
+// built from f's console config changed by change.
+func (f *fixture) with(change func(*Config)) *fixture {
+	f.t.Helper()
+	g := *f
+	change(&g.conCfg)
+	g.serve()
+	return &g
 }
 
 // noRedirect is a client that shows a redirect instead of following it.
@@ -257,16 +283,66 @@ func (f *fixture) apiAppendAndSeal() {
 	do("POST", "/v1/runs/"+run.String()+"/seal", fmt.Sprintf(`{"epoch":%d,"outcome":"succeeded"}`, epoch))
 }
 
-// get fetches path with the session cookie of tok ("" for none) and
+// get fetches path in a session signed in with tok ("" for none) and
 // returns the answer and its body; redirects are not followed.
 func (f *fixture) get(path, tok string) (*http.Response, string) {
 	f.t.Helper()
+	if tok == "" {
+		return f.getCookie(path, "")
+	}
+	return f.getCookie(path, f.session(tok))
+}
+
+// getCookie fetches path with the session cookie value ("" for none).
+func (f *fixture) getCookie(path, value string) (*http.Response, string) {
+	f.t.Helper()
 	req, err := http.NewRequest("GET", f.url+path, nil)
 	must(f.t, err)
-	if tok != "" {
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: tok})
+	if value != "" {
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: value})
 	}
 	return do(f.t, req)
+}
+
+// session returns the session cookie value of a sign-in with tok, signing
+// in the first time.
+func (f *fixture) session(tok string) string {
+	f.t.Helper()
+	if v, ok := f.sessions[tok]; ok {
+		return v
+	}
+	resp, body := f.signIn(tok)
+	ck := sessionCookie(resp)
+	if resp.StatusCode != http.StatusSeeOther || ck == nil {
+		f.t.Fatalf("sign in: %d, no session cookie\n%s", resp.StatusCode, body)
+	}
+	f.sessions[tok] = ck.Value
+	return ck.Value
+}
+
+// sessionCookie is the session cookie an answer sets, under either name,
+// or nil.
+func sessionCookie(resp *http.Response) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == CookieName || c.Name == SecureCookieName {
+			return c
+		}
+	}
+	return nil
+}
+
+// signInHandler signs in to h with tok and returns the session cookie.
+func signInHandler(t *testing.T, h http.Handler, tok string) *http.Cookie {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"token": {tok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	ck := sessionCookie(rec.Result())
+	if rec.Code != http.StatusSeeOther || ck == nil {
+		t.Fatalf("sign in: %d, no session cookie\n%s", rec.Code, rec.Body.String())
+	}
+	return ck
 }
 
 // signIn posts the sign-in form and returns the answer.

@@ -32,6 +32,8 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
 	"age": ageText,
+	"ago": agoText,
+	"dur": durText,
 	// ms shows a latency bound in milliseconds to two significant digits.
 	"ms": func(v float64) string {
 		switch {
@@ -67,12 +69,34 @@ var funcs = template.FuncMap{
 	},
 }
 
-// ageText writes a duration in seconds as people read it: "42s", "3m 12s",
-// "5h 02m", "2d 04h".
-func ageText(sec int64) string {
-	if sec < 0 {
-		return "in the future"
+// skewTolerance is how far in the future a time may be and still read
+// "just now": a checkpoint stamped by another host's clock (a second
+// server on the same PostgreSQL, a signer in another process) may be a
+// little ahead of this server's even when both are kept by NTP, and the
+// age is truncated to seconds. Beyond a minute the clocks disagree by
+// more than noise, which the operator should see and fix.
+const skewTolerance = time.Minute
+
+// agoText says how long ago something happened, sec seconds before now, as
+// a person would: "just now" for a moment ago or a moment ahead (within
+// skewTolerance, clock skew not worth a word), "3m 12s ago" for the past,
+// and "in the future (clock skew of 3m 12s)" for a time further ahead,
+// which names the cause instead of a nonsense "in the future ago".
+func agoText(sec int64) string {
+	switch {
+	case sec < -int64(skewTolerance/time.Second):
+		return "in the future (clock skew of " + ageText(-sec) + ")"
+	case sec <= 0:
+		return "just now"
 	}
+	return ageText(sec) + " ago"
+}
+
+// ageText writes a duration in seconds as people read it: "42s", "3m 12s",
+// "5h 02m", "2d 04h". A negative duration (a lag computed across skewed
+// clocks) reads "0s": nothing is behind.
+func ageText(sec int64) string {
+	sec = max(sec, 0)
 	d := time.Duration(sec) * time.Second
 	switch {
 	case d < time.Minute:

@@ -66,10 +66,11 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	must(t, st.CreateToken(ctx, store.Token{ID: id, Tenant: "default", Role: store.RoleReader, Hash: hash}))
 	con, err := New(Config{Tenants: []server.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}, Tokens: st, Logger: quiet})
 	must(t, err)
+	ck := signInHandler(t, con, tok)
 	get := func(path string) string {
 		t.Helper()
 		req := httptest.NewRequest("GET", path, nil)
-		req.AddCookie(&http.Cookie{Name: CookieName, Value: tok})
+		req.AddCookie(ck)
 		rec := httptest.NewRecorder()
 		con.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {

@@ -40,8 +40,9 @@ logging where. --store takes a journal path or a postgres:// DSN.
 Every request needs a bearer token (see 'journal token create'), scoped to
 one tenant with the role reader or writer, except /healthz and, with
 --public, the checkpoint and proof reads. The operator console is at /:
-sign in with a reader or writer token (spec/http.md section 6). SIGINT or
-SIGTERM drains requests and stops.`
+sign in with a reader or writer token (spec/http.md section 6); behind a
+TLS-terminating proxy, add --behind-tls so its session cookie is Secure and
+__Host-. SIGINT or SIGTERM drains requests and stops.`
 
 // serveConfig is what 'journal serve' is started with.
 type serveConfig struct {
@@ -57,6 +58,7 @@ type serveConfig struct {
 	maxRetry  time.Duration
 	pollEvery time.Duration
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
+	behindTLS bool              // --behind-tls: clients come over HTTPS through a proxy
 	waitWarm  bool              // --wait-warm: listen only once the stores' proofs are warm
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
@@ -103,6 +105,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
+	f.BoolVar(&c.behindTLS, "behind-tls", false, "clients reach this server over HTTPS through a TLS-terminating proxy: the console's session cookie is then __Host-runseal_console, Secure (browsers drop it over plain HTTP)")
 	f.BoolVar(&c.waitWarm, "wait-warm", false, "start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs, after a reboot or a PostgreSQL restart); without it proofs are served, slower, while they are")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -200,7 +203,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 		cfg.Tenants = append(cfg.Tenants, tw.api)
 	}
 	firstToken := firstTokenCommand(c.loc, c.tenants[0])
-	mountConsole := withConsole(&cfg, tokens, firstToken) // console.go
+	mountConsole := withConsole(&cfg, tokens, firstToken, c.behindTLS) // console.go
 	apiServer, err := server.New(cfg)
 	if err != nil {
 		return err
