@@ -354,6 +354,11 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 	return do(ctx, j, "ReadPage", false, func() ([]store.Record, error) { return j.Journal.ReadPage(ctx, run, from, limit) })
 }
 
+// ReadStored fails on schedule.
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
+	return do(ctx, j, "ReadStored", false, func() ([]store.Record, error) { return j.Journal.ReadStored(ctx, run, from, limit, maxBytes) })
+}
+
 // Head fails on schedule.
 func (j *Journal) Head(ctx context.Context, run store.RunID) (store.Head, error) {
 	return do(ctx, j, "Head", false, func() (store.Head, error) { return j.Journal.Head(ctx, run) })

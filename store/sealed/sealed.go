@@ -457,6 +457,16 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 	return j.openAll(ctx, recs)
 }
 
+// ReadStored returns a page of a run's records as stored, with nothing
+// opened: no data key is unwrapped and no plaintext made, since its
+// callers (GET /v1/runs/{run}/records) answer the stored bytes, which is
+// what the chain hashes. The inner store's check of each record's hash
+// and link is this path's integrity check; an envelope is checked when it
+// is opened (Read, ReadPage, Fields).
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
+	return j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
+}
+
 // CaseHistory returns a case's records with their fields opened.
 func (j *Journal) CaseHistory(ctx context.Context, c store.CaseID, limit int) ([]store.Record, error) {
 	recs, err := j.Journal.CaseHistory(ctx, c, limit)
