@@ -10,6 +10,7 @@ import "fmt"
 type StoredPage struct {
 	limit, maxBytes, size int
 	recs                  []Record
+	next                  Seq
 }
 
 // NewStoredPage validates a ReadStored's arguments and starts its page.
@@ -30,7 +31,11 @@ func NewStoredPage(from Seq, limit, maxBytes int) (*StoredPage, error) {
 // and reports whether it did; false means the page is complete and r is
 // not part of it.
 func (p *StoredPage) Add(r Record) bool {
-	if len(p.recs) >= p.limit || (len(p.recs) > 0 && p.size+len(r.Raw) > p.maxBytes) {
+	if len(p.recs) >= p.limit {
+		return false
+	}
+	if len(p.recs) > 0 && p.size+len(r.Raw) > p.maxBytes {
+		p.next = r.Seq
 		return false
 	}
 	r.Fields = nil
@@ -39,5 +44,6 @@ func (p *StoredPage) Add(r Record) bool {
 	return true
 }
 
-// Records returns the page's records, in seq order.
-func (p *StoredPage) Records() []Record { return p.recs }
+// Records returns the page's records, in seq order, and the seq of the
+// record the byte bound left out (0 when none was): ReadStored's answer.
+func (p *StoredPage) Records() ([]Record, Seq) { return p.recs, p.next }

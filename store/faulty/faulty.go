@@ -355,8 +355,13 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 }
 
 // ReadStored fails on schedule.
-func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
-	return do(ctx, j, "ReadStored", false, func() ([]store.Record, error) { return j.Journal.ReadStored(ctx, run, from, limit, maxBytes) })
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
+	var next store.Seq
+	recs, err := do(ctx, j, "ReadStored", false, func() (recs []store.Record, err error) {
+		recs, next, err = j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
+		return recs, err
+	})
+	return recs, next, err
 }
 
 // Head fails on schedule.

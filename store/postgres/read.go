@@ -84,10 +84,10 @@ func (s *Store) ReadPage(ctx context.Context, run store.RunID, from store.Seq, l
 
 // ReadStored implements store.Journal: the query sends no row that starts
 // past the byte bound, so at most one record beyond the page is read.
-func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
+func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
 	page, err := store.NewStoredPage(from, limit, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	err = s.scanRecords(ctx, run, from, limit, maxBytes, nil, func(r store.Record) error {
 		if !page.Add(r) {
@@ -96,9 +96,10 @@ func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq,
 		return nil
 	})
 	if err != nil && !errors.Is(err, errPageComplete) {
-		return nil, s.readErr("read run "+run.String(), err)
+		return nil, 0, s.readErr("read run "+run.String(), err)
 	}
-	return page.Records(), nil
+	recs, next := page.Records()
+	return recs, next, nil
 }
 
 // errPageComplete stops a scan whose page is complete.

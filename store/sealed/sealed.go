@@ -463,7 +463,7 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 // what the chain hashes. The inner store's check of each record's hash
 // and link is this path's integrity check; an envelope is checked when it
 // is opened (Read, ReadPage, Fields).
-func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
 	return j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
 }
 

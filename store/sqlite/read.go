@@ -35,10 +35,10 @@ func (s *Store) ReadPage(ctx context.Context, run store.RunID, from store.Seq, l
 // ReadStored implements store.Journal. The rows stream one at a time, so
 // stopping at the first record past the byte bound leaves every later row
 // unread.
-func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, error) {
+func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
 	page, err := store.NewStoredPage(from, limit, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	err = s.scanRecords(ctx, run, from, limit, func(r store.Record) error {
 		if !page.Add(r) {
@@ -47,9 +47,10 @@ func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq,
 		return nil
 	})
 	if err != nil && !errors.Is(err, errPageComplete) {
-		return nil, err
+		return nil, 0, err
 	}
-	return page.Records(), nil
+	recs, next := page.Records()
+	return recs, next, nil
 }
 
 // errPageComplete stops a scan whose page is complete.

@@ -74,15 +74,17 @@ func checkReadStoredBytes(t *T) {
 		from         store.Seq
 		limit, bytes int
 		want         []store.Seq
+		next         store.Seq // the record the byte bound left out
 	}{
-		{1, 10, 2*size + size/2, []store.Seq{1, 2}},
-		{1, 10, 2 * size, []store.Seq{1, 2}},
-		{1, 10, 1, []store.Seq{1}},        // one record over the bound is still answered
-		{2, 1, 10 * size, []store.Seq{2}}, // the count bounds too
-		{3, 10, size + len(recs[3].Raw) + len(recs[4].Raw), []store.Seq{3, 4, 5}},
-		{6, 10, size, nil},
+		{1, 10, 2*size + size/2, []store.Seq{1, 2}, 3},
+		{1, 10, 2 * size, []store.Seq{1, 2}, 3},
+		{1, 10, 1, []store.Seq{1}, 2},        // one record over the bound is still answered
+		{2, 1, 10 * size, []store.Seq{2}, 0}, // the count bounds too, and is no byte cut
+		{3, 10, size + len(recs[3].Raw) + len(recs[4].Raw), []store.Seq{3, 4, 5}, 0},
+		{5, 10, 1, []store.Seq{5}, 0},
+		{6, 10, size, nil, 0},
 	} {
-		got, err := j.ReadStored(t.ctx, run, c.from, c.limit, c.bytes)
+		got, next, err := j.ReadStored(t.ctx, run, c.from, c.limit, c.bytes)
 		if err != nil {
 			t.Fatalf("ReadStored(from %d, limit %d, %d bytes): %v", c.from, c.limit, c.bytes, err)
 		}
@@ -93,12 +95,12 @@ func checkReadStoredBytes(t *T) {
 				t.Errorf("ReadStored seq %d: not the stored bytes and hashes", r.Seq)
 			}
 		}
-		if !slices.Equal(seqs, c.want) {
-			t.Errorf("ReadStored(from %d, limit %d, %d bytes) = seqs %v, want %v", c.from, c.limit, c.bytes, seqs, c.want)
+		if !slices.Equal(seqs, c.want) || next != c.next {
+			t.Errorf("ReadStored(from %d, limit %d, %d bytes) = seqs %v next %d, want %v next %d", c.from, c.limit, c.bytes, seqs, next, c.want, c.next)
 		}
 	}
-	_, err := j.ReadStored(t.ctx, run, 1, 10, 0)
+	_, _, err := j.ReadStored(t.ctx, run, 1, 10, 0)
 	expect[*store.InvalidArgumentError](t, err, "ReadStored with a bound of 0 bytes")
-	_, err = j.ReadStored(t.ctx, run, 0, 10, size)
+	_, _, err = j.ReadStored(t.ctx, run, 0, 10, size)
 	expect[*store.InvalidArgumentError](t, err, "ReadStored from seq 0")
 }
