@@ -260,6 +260,9 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 		if aead == nil {
 			var key []byte
 			key, wrapped, err = j.ring.Wrap(ctx, scope)
+			if errors.Is(err, keyring.ErrErased) {
+				return canon.Value{}, nil, &store.ErasedError{Scope: scope, Run: a.Run, Case: a.Case, Err: err}
+			}
 			if err != nil {
 				return canon.Value{}, nil, fmt.Errorf("sealed: wrap a data key: %w", err)
 			}
