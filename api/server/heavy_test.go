@@ -284,3 +284,44 @@ func TestRecordsPage_ConcurrentHeavyReadsAreBounded(t *testing.T) {
 		t.Errorf("after the slots were freed a records page answered %d", c)
 	}
 }
+
+// TestRoute_HeavyTakesASlot: a Route marked Heavy shares the records
+// pages' slots (the studies twins are), and one left unmarked does not.
+func TestRoute_HeavyTakesASlot(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	block := func(w http.ResponseWriter, r *http.Request, _ *Tenant) error {
+		entered <- struct{}{}
+		<-release
+		writeJSON(w, http.StatusOK, struct{}{})
+		return nil
+	}
+	light := func(w http.ResponseWriter, r *http.Request, _ *Tenant) error {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return nil
+	}
+	ts := startServer(t, func(c *Config, _ *Timeouts) {
+		c.MaxHeavyReads, c.HeavyReadWait = 1, -1
+		c.Routes = []Route{
+			{Pattern: "GET /v1/test/heavy", Role: RoleReader, Handle: block, Heavy: true},
+			{Pattern: "GET /v1/test/light", Role: RoleReader, Handle: light},
+		}
+	})
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		req, _ := http.NewRequest("GET", ts.url+"/v1/test/heavy", nil)
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	if code, hdr, body := ts.do("GET", "/v1/runs/"+store.NewRunID().String()+"/records", ""); code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Errorf("a records page while a Heavy route holds the only slot: %d %s, want 503 with Retry-After", code, body)
+	}
+	if code, _, body := ts.do("GET", "/v1/test/light", ""); code != http.StatusOK {
+		t.Errorf("an unmarked route while the slot is held: %d %s", code, body)
+	}
+	close(release)
+	<-held
+}
