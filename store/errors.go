@@ -36,6 +36,9 @@ var (
 	// ErrInvalidArgument matches *InvalidArgumentError: a value from
 	// outside is refused.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrErased matches *ErasedError: the record would be sealed under a
+	// scope whose key was erased.
+	ErrErased = errors.New("scope erased")
 )
 
 // FencedError refuses a write whose epoch is not the run's current lease
@@ -200,6 +203,33 @@ func (e *InvalidArgumentError) Error() string {
 // Unwrap returns ErrInvalidArgument, the error's class.
 func (e *InvalidArgumentError) Unwrap() error { return ErrInvalidArgument }
 
+// ErasedError refuses an append whose fields would be sealed under an
+// erased scope (a case, or a run without a case): its key is destroyed on
+// purpose and never made again, and nothing is stored in the clear
+// instead. The refusal is permanent for that case or run, as a seal is;
+// the records already there still read, with their fields erased.
+type ErasedError struct {
+	Scope string // the erased key scope, "<tenant>/case/<case>" or "<tenant>/run/<run>"
+	Run   RunID
+	Case  CaseID // zero when the scope is the run's
+	Err   error  // the key ring's refusal
+}
+
+func (e *ErasedError) Error() string {
+	what := "run " + e.Run.String()
+	if !e.Case.IsZero() {
+		what = "case " + e.Case.String()
+	}
+	return fmt.Sprintf("%s is erased (scope %s): its key was destroyed, so no more of its data can be recorded", what, e.Scope)
+}
+
+// Unwrap returns the key ring's refusal.
+func (e *ErasedError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrErased, the error's class; Unwrap leads
+// to the key ring's refusal.
+func (e *ErasedError) Is(target error) bool { return target == ErrErased }
+
 // ErrNotSupported is returned, wrapped, by a method a backend cannot answer.
 // An unsupported method never answers with a silent empty result.
 var ErrNotSupported = errors.New("not supported by this store")
@@ -221,4 +251,4 @@ func IsDomain(err error) bool {
 
 // domain lists the classes of deliberate refusal.
 var domain = []error{ErrFenced, ErrLeaseHeld, ErrLeaseNotHeld, ErrRunSealed, ErrDuplicateEffect,
-	ErrDuplicateAdmission, ErrRecordTooLarge, ErrNotFound, ErrInvalidArgument}
+	ErrDuplicateAdmission, ErrRecordTooLarge, ErrNotFound, ErrInvalidArgument, ErrErased}

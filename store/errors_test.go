@@ -11,7 +11,7 @@ import (
 // exit codes); errors.As still reaches the data.
 func TestErrorClasses(t *testing.T) {
 	classes := []error{ErrFenced, ErrLeaseHeld, ErrLeaseNotHeld, ErrRunSealed, ErrDuplicateEffect, ErrDuplicateAdmission,
-		ErrRecordTooLarge, ErrCorrupt, ErrCommitUnknown, ErrNotFound, ErrInvalidArgument, ErrNotSupported, ErrClosed}
+		ErrRecordTooLarge, ErrCorrupt, ErrCommitUnknown, ErrNotFound, ErrInvalidArgument, ErrNotSupported, ErrClosed, ErrErased}
 	io := errors.New("connection reset")
 	tests := []struct {
 		err    error
@@ -29,6 +29,7 @@ func TestErrorClasses(t *testing.T) {
 		{&CommitUnknownError{Detail: "x", Err: io}, ErrCommitUnknown, false},
 		{&NotFoundError{What: "run"}, ErrNotFound, true},
 		{&InvalidArgumentError{Field: "f"}, ErrInvalidArgument, true},
+		{&ErasedError{Scope: "default/case/x", Err: io}, ErrErased, true},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T", tt.err), func(t *testing.T) {

@@ -131,6 +131,18 @@ type Reader interface {
 	// ReadPage returns at most limit records from from; it bounds what is
 	// read, not only what is returned.
 	ReadPage(ctx context.Context, run RunID, from Seq, limit int) ([]Record, error)
+	// ReadStored returns a page of a run's records from from as stored,
+	// bounded in bytes as well as in count: at most limit records and,
+	// past the first (always returned, whatever its size), only while
+	// their Raw totals at most maxBytes. It reads at most one record past
+	// that bound, and no further, so a page of large records costs its
+	// byte bound and not its limit. next is the seq of the record the byte
+	// bound left out, 0 when none was (the page ended at its limit or at
+	// the run's head). Each record is checked against its hash and its
+	// link, as ReadPage's are; a decorator passes the stored bytes through
+	// without opening them, and Fields is nil (the fields are in Raw), so
+	// a page holds its bytes once.
+	ReadStored(ctx context.Context, run RunID, from Seq, limit, maxBytes int) (recs []Record, next Seq, err error)
 	// Head returns the run's chain head; the genesis head for an unknown run.
 	Head(ctx context.Context, run RunID) (Head, error)
 	// Verify checks a run's whole chain and returns its head hash: each

@@ -13,7 +13,10 @@
 //   - every request body is bounded and parsed strictly (duplicate keys,
 //     case-folded names, trailing data and invalid UTF-8 are refused);
 //   - one answer holds a bounded number of bytes of records
-//     (Config.MaxRecordsBytes), read from the store a few records at a time;
+//     (Config.MaxRecordsBytes), and the store reads at most one record
+//     past that bound; a sealed journal opens nothing to answer them;
+//   - at most Config.MaxHeavyReads such answers are in progress at once;
+//     a request over it waits briefly, then is answered 503;
 //   - checkpoint answers carry Cache-Control: no-store.
 //
 // The operator console (package console) is rendered from the same reads

@@ -26,6 +26,7 @@ func answer(err error) (status int, field, msg, logAs string) {
 	var ae *api.Error
 	var ia *store.InvalidArgumentError
 	var mb *http.MaxBytesError
+	var ee *store.ErasedError
 	switch {
 	case errors.As(err, &ae):
 		return ae.Status, ae.Field, ae.Error(), ""
@@ -40,6 +41,16 @@ func answer(err error) (status int, field, msg, logAs string) {
 	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, store.ErrLeaseNotHeld),
 		errors.Is(err, store.ErrRunSealed), errors.Is(err, store.ErrDuplicateEffect), errors.Is(err, store.ErrDuplicateAdmission):
 		return http.StatusConflict, "", err.Error(), ""
+	case errors.Is(err, store.ErrErased):
+		// 409, as for a sealed run: the request is sound, the case's (or
+		// run's) state refuses it for good, and its records still read.
+		// Not 410: the case is not gone, and 410 reads as a removed
+		// endpoint and may be cached.
+		field := "case"
+		if errors.As(err, &ee) && ee.Case.IsZero() {
+			field = "run"
+		}
+		return http.StatusConflict, field, err.Error(), ""
 	case errors.Is(err, store.ErrCorrupt):
 		// A broken chain or row is the answer a reader asked for, not a
 		// detail to hide; it is also logged, since someone must act on it.

@@ -11,19 +11,13 @@ import (
 	"github.com/runseal/runseal/store"
 )
 
-// Records are read from the store a few at a time, so one request holds at
-// most recordsChunkMax records in memory however large its limit: the
-// first read takes recordsChunkFirst (a run of 1 MiB records then costs a
-// few MiB, not the page), later reads as many as the byte bound left could
-// take at the largest size seen so far.
-const (
-	recordsChunkFirst = 8
-	recordsChunkMax   = 256
-)
-
-// readRecords streams a page of a run's records: at most limit records and,
-// past the first, no more than the server's byte bound of raw bodies. When
-// the bound cuts the page short the answer's "next" is the seq to ask from.
+// readRecords answers a page of a run's records as stored: at most limit
+// records and, past the first, no more than the server's byte bound of raw
+// bodies. The store reads within that bound (store.Reader.ReadStored), so
+// the page costs its bound plus at most one record whatever its limit and
+// its records' sizes, and a sealed journal opens nothing, since the answer
+// is the stored bytes. When the bound cuts the page short the answer's
+// "next" is the seq to ask from.
 func (s *Server) readRecords(w http.ResponseWriter, r *http.Request, t *Tenant) error {
 	run, err := runParam(r)
 	if err != nil {
@@ -39,11 +33,9 @@ func (s *Server) readRecords(w http.ResponseWriter, r *http.Request, t *Tenant) 
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	// The first chunk is read before the status is written, so a refusal
-	// (an unknown run, a corrupt row) is still a proper error answer.
-	chunk := min(limit, recordsChunkFirst)
-	recs, err := t.Store.ReadPage(ctx, run, store.Seq(from), chunk)
+	// The page is read before the status is written, so a refusal (an
+	// unknown run, a corrupt row) is always a proper error answer.
+	recs, next, err := t.Store.ReadStored(r.Context(), run, store.Seq(from), limit, s.maxBytes)
 	if err != nil {
 		return err
 	}
@@ -54,39 +46,17 @@ func (s *Server) readRecords(w http.ResponseWriter, r *http.Request, t *Tenant) 
 	var one bytes.Buffer
 	enc := json.NewEncoder(&one)
 	enc.SetEscapeHTML(false)
-	sent, size, largest := 0, 0, 1
-	var next store.Seq
-	for {
-		for _, rec := range recs {
-			if sent > 0 && size+len(rec.Raw) > s.maxBytes {
-				next = rec.Seq
-				break
-			}
-			if sent > 0 {
-				bw.WriteByte(',')
-			}
-			one.Reset()
-			if err := enc.Encode(api.Record{Seq: rec.Seq, PrevHash: rec.PrevHash, Hash: rec.Hash, Raw: rec.Raw}); err != nil {
-				s.log.Error("serve: encoding a record after the answer began", "run", run, "seq", rec.Seq, "err", err)
-				return nil // the status is sent; the cut answer does not parse, which the client sees
-			}
-			bw.Write(one.Bytes()[:one.Len()-1]) // without Encode's newline
-			sent++
-			size += len(rec.Raw)
-			largest = max(largest, len(rec.Raw))
+	for i, rec := range recs {
+		if i > 0 {
+			bw.WriteByte(',')
 		}
-		if next != 0 || len(recs) < chunk || sent >= limit {
-			break
+		one.Reset()
+		if err := enc.Encode(api.Record{Seq: rec.Seq, PrevHash: rec.PrevHash, Hash: rec.Hash, Raw: rec.Raw}); err != nil {
+			s.log.Error("serve: encoding a record after the answer began", "run", run, "seq", rec.Seq, "err", err)
+			return nil // the status is sent; the cut answer does not parse, which the client sees
 		}
-		from := recs[len(recs)-1].Seq + 1
-		chunk = min(limit-sent, recordsChunkMax, max(1, (s.maxBytes-size)/largest))
-		if recs, err = t.Store.ReadPage(ctx, run, from, chunk); err != nil {
-			s.log.Error("serve: reading records after the answer began", "run", run, "from", from, "err", err)
-			return nil // as above: the client sees an answer that does not parse
-		}
-		if len(recs) == 0 {
-			break
-		}
+		bw.Write(one.Bytes()[:one.Len()-1]) // without Encode's newline
+		recs[i] = store.Record{}            // written: its bytes need not stay held
 	}
 	bw.WriteString(`]`)
 	if next != 0 {

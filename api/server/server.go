@@ -115,6 +115,9 @@ type Route struct {
 	Pattern string // an http.ServeMux pattern, e.g. "GET /v1/tile/{path...}"
 	Role    Role
 	Handle  HandlerFunc
+	// Heavy counts the route's requests against the heavy-read slots
+	// (Config.MaxHeavyReads): set it for a route that may hold MiBs.
+	Heavy bool
 }
 
 // Config is what a Server is built from.
@@ -138,6 +141,16 @@ type Config struct {
 	// MaxRecordsBytes bounds the record bytes of one records answer;
 	// DefaultMaxRecordsBytes when zero.
 	MaxRecordsBytes int
+	// MaxHeavyReads bounds the requests that may hold MiBs at once (pages
+	// of records, and Routes marked Heavy); over it a request waits up to
+	// HeavyReadWait, then is answered 503 with Retry-After. Zero:
+	// DefaultHeavyReadMemory over (MaxRecordsBytes + one record), 12 with
+	// the default bound.
+	MaxHeavyReads int
+	// HeavyReadWait is how long a heavy read waits for a slot, never past
+	// its request's context: DefaultHeavyReadWait when zero; below zero,
+	// it does not wait.
+	HeavyReadWait time.Duration
 	// TokenCacheTTL is how long a successful token check is trusted
 	// before the token store is asked again, which bounds how long a
 	// revoked token keeps working: DefaultTokenCacheTTL when zero; below
@@ -157,6 +170,8 @@ type Server struct {
 	closing  chan struct{}
 	maxBytes int
 	tokens   *tokenCache
+	// heavyReads bounds the requests that may hold MiBs at once.
+	heavyReads *heavyReads
 }
 
 // New builds a Server.
@@ -188,6 +203,7 @@ func New(cfg Config) (*Server, error) {
 	if s.maxBytes <= 0 {
 		s.maxBytes = DefaultMaxRecordsBytes
 	}
+	s.heavyReads = newHeavyReads(cfg, s.maxBytes)
 	if cfg.TokenCacheTTL == 0 {
 		cfg.TokenCacheTTL = DefaultTokenCacheTTL
 	}
@@ -273,7 +289,7 @@ func (s *Server) routes() *http.ServeMux {
 	h("GET /v1/proof/inclusion", RolePublic, getInclusion)
 	// Readers.
 	h("GET /v1/runs", RoleReader, listRuns)
-	h("GET /v1/runs/{run}/records", RoleReader, s.readRecords)
+	h("GET /v1/runs/{run}/records", RoleReader, s.heavy(s.readRecords))
 	h("GET /v1/runs/{run}/head", RoleReader, getHead)
 	h("GET /v1/runs/{run}/verify", RoleReader, verifyRun)
 	h("GET /v1/runs/{run}/cancellation", RoleReader, getCancellation)
@@ -286,6 +302,9 @@ func (s *Server) routes() *http.ServeMux {
 	h("POST /v1/runs/{run}/cancel", RoleWriter, postCancel)
 	h("POST /v1/checkpoint", RoleWriter, postCheckpoint)
 	for _, rt := range s.cfg.Routes {
+		if rt.Heavy {
+			rt.Handle = s.heavy(rt.Handle)
+		}
 		h(rt.Pattern, rt.Role, rt.Handle)
 	}
 	return mux

@@ -46,8 +46,9 @@ func StatusRoutes(m *Meter) []Route {
 		{Pattern: "GET /v1/status", Role: RoleReader, Handle: getStatus},
 		{Pattern: "GET /v1/runs/{run}/status", Role: RoleReader, Handle: getRunStatus},
 		{Pattern: "GET /v1/disclosures", Role: RoleReader, Handle: getDisclosures},
-		{Pattern: "GET /v1/studies", Role: RoleReader, Handle: getStudies},
-		{Pattern: "GET /v1/studies/{study}", Role: RoleReader, Handle: getStudy},
+		// A study folds its case's records, which may be many MiBs.
+		{Pattern: "GET /v1/studies", Role: RoleReader, Handle: getStudies, Heavy: true},
+		{Pattern: "GET /v1/studies/{study}", Role: RoleReader, Handle: getStudy, Heavy: true},
 	}
 	if m != nil {
 		rs = append(rs, Route{Pattern: "GET /v1/activity", Role: RoleReader, Handle: func(w http.ResponseWriter, r *http.Request, t *Tenant) error {

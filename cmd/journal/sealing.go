@@ -143,12 +143,28 @@ func (s sealedBulkStore) ScanRuns(ctx context.Context, page *store.RunsPage, aft
 	return s.bulk.ScanRuns(ctx, page, after, limit, maxBytes)
 }
 
+// ringCheckRuns is how many of each tenant's most recently written runs
+// serve checks the key ring against before it starts (sealed.CheckRing).
+const ringCheckRuns = 64
+
 // sealStores is withSealing for each of serve's tenant views, in place.
+// A key ring that lacks the scopes a tenant's records are sealed under is
+// refused before serving, naming them: started, the server would answer
+// 500 to every read that opens those records.
 func (a *app) sealStores(ctx context.Context, stores []journalStore) error {
 	for i, s := range stores {
 		ws, err := a.withSealing(ctx, s)
 		if err != nil {
 			return fmt.Errorf("tenant %s: %w", s.Tenant(), err)
+		}
+		if ss, ok := asSealed(ws); ok {
+			if err := ss.CheckRing(ctx, ringCheckRuns); err != nil {
+				ss.closeRing()
+				if errors.Is(err, sealed.ErrScopesMissing) {
+					return usageErrorf("--keyring %s: %v", a.sealing.spec, err)
+				}
+				return err
+			}
 		}
 		stores[i] = ws
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runseal/runseal/store"
 )
@@ -85,4 +87,44 @@ func TestServeSealed(t *testing.T) {
 	}
 	r := cli(t, db, "", "serve", "--listen", "127.0.0.1:0")
 	expect(t, r, exitUsage, "--keyring")
+}
+
+// TestServe_KeyringMissingScopesRefusesToStart stops issue 27's wrong
+// key ring: serve --keyring with a ring that never held the journal's
+// scopes (a mistyped path makes a new, empty ring) started, then answered
+// 500 to every read that opened a sealed record. It must refuse to start,
+// naming the tenant and the scopes missing; with the right ring it serves.
+func TestServe_KeyringMissingScopesRefusesToStart(t *testing.T) {
+	db := newJournal(t)
+	ring := filepath.Join(t.TempDir(), "keys")
+	run, c := store.NewRunID(), store.NewCaseID()
+	mustCLI(t, db, `{"run":"`+run.String()+`","case":"`+c.String()+`","kind":"Note","secret":"Ada Lovelace"}`+"\n", "append", "--epoch", "1", "--keyring", ring)
+
+	wrong := filepath.Join(t.TempDir(), "typo")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan string, 1)
+	done := make(chan int, 1)
+	var stderr syncBuf
+	a := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr, onServe: func(addr string) { started <- addr }}
+	go func() {
+		done <- runApp(ctx, a, []string{"--db", db, "serve", "--listen", "127.0.0.1:0", "--keyring", wrong})
+	}()
+	select {
+	case <-started:
+		cancel()
+		<-done
+		t.Fatalf("serve started with a key ring that lacks the journal's scopes:\n%s", stderr.String())
+	case code := <-done:
+		scope := "default/case/" + c.String()
+		if code != exitUsage || !strings.Contains(stderr.String(), scope) || !strings.Contains(stderr.String(), "tenant default") {
+			t.Errorf("serve with a key ring lacking scope %s: exit %d, want %d naming the tenant and the scope:\n%s", scope, code, exitUsage, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve neither started nor refused") // only against a hang
+	}
+	sv := startServe(t, db, "--keyring", ring)
+	if sv.stop() != 0 {
+		t.Fatal("serve with the journal's own key ring did not stop cleanly")
+	}
 }

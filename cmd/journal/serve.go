@@ -59,6 +59,7 @@ type serveConfig struct {
 	pollEvery time.Duration
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
 	behindTLS bool              // --behind-tls: clients come over HTTPS through a proxy
+	heavy     int               // --max-heavy-reads: record pages in progress at once (0: from the memory budget)
 	waitWarm  bool              // --wait-warm: listen only once the stores' proofs are warm
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
@@ -80,6 +81,9 @@ func (a *app) serveCmd() *cobra.Command {
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if c.interval <= 0 || c.every < 1 {
 				return usageErrorf("--checkpoint-interval must be positive and --checkpoint-every at least 1")
+			}
+			if c.heavy < 0 {
+				return usageErrorf("--max-heavy-reads must be 0 (from the memory budget) or more")
 			}
 			c.ready = a.onServe
 			c.loc = a.location()
@@ -106,6 +110,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
 	_ = f.MarkHidden("publish-poll")
 	f.BoolVar(&c.behindTLS, "behind-tls", false, "clients reach this server over HTTPS through a TLS-terminating proxy: the console's session cookie is then __Host-runseal_console, Secure (browsers drop it over plain HTTP)")
+	f.IntVar(&c.heavy, "max-heavy-reads", 0, fmt.Sprintf("pages of records answered at once, each up to 4 MiB plus one record; more wait up to %s, then get 503 (0: %d MiB worth)", server.DefaultHeavyReadWait, server.DefaultHeavyReadMemory>>20))
 	f.BoolVar(&c.waitWarm, "wait-warm", false, "start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs, after a reboot or a PostgreSQL restart); without it proofs are served, slower, while they are")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")
@@ -195,7 +200,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
+	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL, MaxHeavyReads: c.heavy}
 	if c.tokenTTL <= 0 {
 		cfg.TokenCacheTTL = -1 // every request asks the store
 	}

@@ -354,6 +354,16 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 	return do(ctx, j, "ReadPage", false, func() ([]store.Record, error) { return j.Journal.ReadPage(ctx, run, from, limit) })
 }
 
+// ReadStored fails on schedule.
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
+	var next store.Seq
+	recs, err := do(ctx, j, "ReadStored", false, func() (recs []store.Record, err error) {
+		recs, next, err = j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
+		return recs, err
+	})
+	return recs, next, err
+}
+
 // Head fails on schedule.
 func (j *Journal) Head(ctx context.Context, run store.RunID) (store.Head, error) {
 	return do(ctx, j, "Head", false, func() (store.Head, error) { return j.Journal.Head(ctx, run) })

@@ -20,6 +20,7 @@ type queries struct {
 	sealRuns                                                   string
 	caseRuns                                                   string
 	head, records, verifyRun, caseHistory, waiting             string
+	recordsWithin                                              string
 	byOutcome, countOutcome, admittedAs, forget                string
 	recent, recentAfter, recentFrom, recentFromAfter, runsByID string
 	positions, heads, chainEpoch                               string
@@ -187,6 +188,16 @@ func newQueries(schema string) queries {
 		head:     f(`SELECT head_seq, head_hash FROM ` + runByID("head_seq, head_hash", "$2::text", "") + ` r`),
 		records: f(`SELECT seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3
 			ORDER BY seq LIMIT $4`),
+		// A run's records from a seq as far as a byte bound: each row
+		// carries the bytes of the rows before it (octet_length reads a
+		// TOASTed body's size, not the body), and only the rows that start
+		// within the bound are sent, and the first two (a first record over
+		// the bound is still answered, and the second is then the one that
+		// crosses it), so the first row that crosses it is the last one read.
+		recordsWithin: f(`SELECT seq, prev_hash, hash, raw FROM (
+			SELECT seq, prev_hash, hash, raw, sum(octet_length(raw)) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - octet_length(raw) AS before
+			FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3 ORDER BY seq LIMIT $4) r
+			WHERE before <= $5 OR seq <= $3 + 1 ORDER BY seq`),
 		verifyRun: f(`SELECT * FROM ` + runByID("head_seq, head_hash, outcome, sealed_outcome, leaf", "$2::text", "") + ` r`),
 		caseHistory: f(`SELECT run, seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND case_id = $2
 			ORDER BY id LIMIT $3`),

@@ -82,12 +82,35 @@ func (s *Store) ReadPage(ctx context.Context, run store.RunID, from store.Seq, l
 	return s.readRange(ctx, run, from, limit)
 }
 
+// ReadStored implements store.Journal: the query sends no row that starts
+// past the byte bound, so at most one record beyond the page is read.
+func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
+	page, err := store.NewStoredPage(from, limit, maxBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = s.scanRecords(ctx, run, from, limit, maxBytes, nil, func(r store.Record) error {
+		if !page.Add(r) {
+			return errPageComplete
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageComplete) {
+		return nil, 0, s.readErr("read run "+run.String(), err)
+	}
+	recs, next := page.Records()
+	return recs, next, nil
+}
+
+// errPageComplete stops a scan whose page is complete.
+var errPageComplete = errors.New("page complete")
+
 func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
 	if from == 0 {
 		return nil, &store.InvalidArgumentError{Field: "from", Detail: "seqs start at 1"}
 	}
 	out := []store.Record{}
-	err := s.scanRecords(ctx, run, from, limit, nil, func(r store.Record) error {
+	err := s.scanRecords(ctx, run, from, limit, 0, nil, func(r store.Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -100,9 +123,11 @@ func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, 
 // scanRecords streams a run's records from seq from, at most limit of them
 // (all when limit < 0), checking each against its hash and its
 // predecessor's link as it goes, in one snapshot with the run's head. A row
-// missing at the end is as much a gap as one missing in the middle. headFn,
-// if set, sees the run's row first.
-func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq, limit int, headFn func(verifyRow) error, fn func(store.Record) error) error {
+// missing at the end is as much a gap as one missing in the middle. With
+// maxBytes > 0 only the rows that start within maxBytes of stored bytes are
+// read, and fn must stop the scan (with an error) at the first row that
+// crosses it. headFn, if set, sees the run's row first.
+func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int, headFn func(verifyRow) error, fn func(store.Record) error) error {
 	if from > math.MaxInt64 {
 		return nil
 	}
@@ -113,7 +138,11 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 	id := run.String()
 	return s.snapshot(ctx, func(b *pgx.Batch) {
 		b.Queue(s.q.verifyRun, s.tenant, id)
-		b.Queue(s.q.records, s.tenant, id, int64(from), lim)
+		if maxBytes > 0 {
+			b.Queue(s.q.recordsWithin, s.tenant, id, int64(from), lim, int64(maxBytes))
+		} else {
+			b.Queue(s.q.records, s.tenant, id, int64(from), lim)
+		}
 	}, func(br pgx.BatchResults) error {
 		var v verifyRow
 		var seq int64
@@ -184,7 +213,7 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 	var row verifyRow
 	v := store.NewChainVerifier(run)
 	var concluded store.Conclusion
-	err := s.scanRecords(ctx, run, 1, -1, func(r verifyRow) error {
+	err := s.scanRecords(ctx, run, 1, -1, 0, func(r verifyRow) error {
 		row = r
 		if !r.exists {
 			return &store.NotFoundError{What: "run " + run.String()}

@@ -34,6 +34,10 @@ func TestAppendToErasedCase_RefusedNamingScope(t *testing.T) {
 	if !errors.Is(err, keyring.ErrErased) || !errors.As(err, &se) || se.Scope != scope || !strings.Contains(err.Error(), scope) {
 		t.Fatalf("append to an erased case = %v, want keyring.ErrErased naming scope %s", err, scope)
 	}
+	var ee *store.ErasedError
+	if !errors.Is(err, store.ErrErased) || !errors.As(err, &ee) || ee.Scope != scope || ee.Case != c || ee.Run != run || !store.IsDomain(err) {
+		t.Fatalf("append to an erased case = %v, want a store.ErasedError (a refusal, not a failure) naming case %s and scope %s", err, c, scope)
+	}
 	recs, err := inner.Read(ctx, run, 1)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("the refused append wrote something: %d records, %v", len(recs), err)

@@ -260,6 +260,9 @@ func (j *Journal) sealFields(ctx context.Context, tenant string, a store.Append,
 		if aead == nil {
 			var key []byte
 			key, wrapped, err = j.ring.Wrap(ctx, scope)
+			if errors.Is(err, keyring.ErrErased) {
+				return canon.Value{}, nil, &store.ErasedError{Scope: scope, Run: a.Run, Case: a.Case, Err: err}
+			}
 			if err != nil {
 				return canon.Value{}, nil, fmt.Errorf("sealed: wrap a data key: %w", err)
 			}
@@ -455,6 +458,16 @@ func (j *Journal) ReadPage(ctx context.Context, run store.RunID, from store.Seq,
 		return nil, err
 	}
 	return j.openAll(ctx, recs)
+}
+
+// ReadStored returns a page of a run's records as stored, with nothing
+// opened: no data key is unwrapped and no plaintext made, since its
+// callers (GET /v1/runs/{run}/records) answer the stored bytes, which is
+// what the chain hashes. The inner store's check of each record's hash
+// and link is this path's integrity check; an envelope is checked when it
+// is opened (Read, ReadPage, Fields).
+func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
+	return j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
 }
 
 // CaseHistory returns a case's records with their fields opened.

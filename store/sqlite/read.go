@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +31,30 @@ func (s *Store) ReadPage(ctx context.Context, run store.RunID, from store.Seq, l
 	}
 	return s.readRange(ctx, run, from, limit)
 }
+
+// ReadStored implements store.Journal. The rows stream one at a time, so
+// stopping at the first record past the byte bound leaves every later row
+// unread.
+func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
+	page, err := store.NewStoredPage(from, limit, maxBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	err = s.scanRecords(ctx, run, from, limit, func(r store.Record) error {
+		if !page.Add(r) {
+			return errPageComplete
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageComplete) {
+		return nil, 0, err
+	}
+	recs, next := page.Records()
+	return recs, next, nil
+}
+
+// errPageComplete stops a scan whose page is complete.
+var errPageComplete = errors.New("page complete")
 
 func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
 	if from == 0 {

@@ -62,6 +62,7 @@ var checks = []check{
 	// read
 	{"read/starts-where-told", checkReadFrom},
 	{"read/page-is-bounded", checkReadPage},
+	{"read/stored-page-is-bounded-in-bytes", checkReadStoredBytes},
 	{"read/from-zero-refused", checkReadZero},
 	// leases
 	{"lease/live-lease-not-stolen", checkLeaseNotStolen},
