@@ -23,6 +23,7 @@ import (
 	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/connlimit"
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
 )
@@ -57,6 +58,7 @@ type serveConfig struct {
 	maxRetry  time.Duration
 	pollEvery time.Duration
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
+	conns     connlimit.Config  // --max-conns, --max-conns-per-addr
 	waitWarm  bool              // --wait-warm: listen only once the stores' proofs are warm
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
@@ -78,6 +80,9 @@ func (a *app) serveCmd() *cobra.Command {
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
 			if c.interval <= 0 || c.every < 1 {
 				return usageErrorf("--checkpoint-interval must be positive and --checkpoint-every at least 1")
+			}
+			if err := c.conns.Check(); err != nil {
+				return usageErrorf("--max-conns, --max-conns-per-addr: %v", err)
 			}
 			c.ready = a.onServe
 			c.loc = a.location()
@@ -102,6 +107,8 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
+	f.IntVar(&c.conns.MaxConns, "max-conns", 0, "most client connections open at once; over it a connection is answered 503 and closed (0: half the open-file limit, at most 4096)")
+	f.IntVar(&c.conns.MaxPerAddr, "max-conns-per-addr", 0, "most connections open at once from one client address (IPv6: one /64); 0: an eighth of --max-conns; -1: no bound, as behind a reverse proxy")
 	_ = f.MarkHidden("publish-poll")
 	f.BoolVar(&c.waitWarm, "wait-warm", false, "start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs, after a reboot or a PostgreSQL restart); without it proofs are served, slower, while they are")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
@@ -215,15 +222,19 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
-	ln, err := net.Listen("tcp", c.listen)
+	inner, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
 	}
+	lim := c.conns
+	lim.Name, lim.Logger = "api", a.log
+	ln := connlimit.New(inner, lim)
 	srv := server.NewHTTPServer(withVerifyPage(handler), server.Timeouts{}, a.log)
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
-	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
+	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public,
+		"max_conns", ln.Config().MaxConns, "max_conns_per_addr", ln.Config().MaxPerAddr)
 	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", c.loc, stores[0].Origin(), ln.Addr())
 	a.hintFirstToken(ctx, tokens, firstToken, ln.Addr().String())
 	if c.ready != nil {
