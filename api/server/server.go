@@ -23,6 +23,7 @@ import (
 	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/internal/blame"
 	"github.com/runseal/runseal/store"
 )
 
@@ -376,11 +377,17 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 	})
 }
 
-// fail writes err as spec/http.md's JSON error with its status.
+// fail writes err as spec/http.md's JSON error with its status. A failure
+// the client caused (it went away, or cut its body short) is logged at
+// DEBUG and answered 400, so a client can neither write ERROR lines nor
+// raise the count of 5xx answers.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, field, msg, logAs := answer(err)
+	if blame.Client(r.Context(), err) && status == http.StatusInternalServerError {
+		status, msg = http.StatusBadRequest, "the request ended before it was answered"
+	}
 	if logAs != "" {
-		s.log.Error(logAs, "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Log(r.Context(), blame.Level(r.Context(), err), logAs, "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runseal"`)
