@@ -203,8 +203,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every answer carries
+// X-Content-Type-Options: nosniff, so a browser never runs a record, a
+// tile or an error body as something other than its declared type.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(w, r)
+}
 
 // Drain makes every later request answer 503 "shutting down", for the
 // moments between a stop signal and the listener's close.

@@ -199,7 +199,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL}
+	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log, c.public), c.routes...), TokenCacheTTL: c.tokenTTL}
 	if c.tokenTTL <= 0 {
 		cfg.TokenCacheTTL = -1 // every request asks the store
 	}
