@@ -10,35 +10,14 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/runseal/runseal/api/server"
+	"github.com/runseal/runseal/internal/logtest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
-
-// levels counts log records by level.
-type levels struct {
-	mu sync.Mutex
-	n  map[slog.Level]int
-}
-
-func (c *levels) Enabled(context.Context, slog.Level) bool { return true }
-func (c *levels) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n[r.Level]++
-	return nil
-}
-func (c *levels) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *levels) WithGroup(string) slog.Handler      { return c }
-func (c *levels) count(l slog.Level) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[l]
-}
 
 // brokenTokens fails every call once broken is set, as a store on a
 // failed disk does.
@@ -63,9 +42,9 @@ func TestSignIn_TruncatedBodiesLogNoError(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	logs := &levels{n: map[slog.Level]int{}}
+	logs, logger := logtest.New()
 	toks := &brokenTokens{TokenStore: st}
-	con, err := New(Config{Tenants: []server.Tenant{{Store: st}}, Tokens: toks, Logger: slog.New(logs)})
+	con, err := New(Config{Tenants: []server.Tenant{{Store: st}}, Tokens: toks, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +64,7 @@ func TestSignIn_TruncatedBodiesLogNoError(t *testing.T) {
 		c.Close()
 		<-handled
 	}
-	if n := logs.count(slog.LevelError); n != 0 {
+	if n := logs.Count(slog.LevelError); n != 0 {
 		t.Fatalf("%d ERROR records for 20 truncated sign-ins, want 0", n)
 	}
 	toks.broken.Store(true)
@@ -95,7 +74,7 @@ func TestSignIn_TruncatedBodiesLogNoError(t *testing.T) {
 	}
 	resp.Body.Close()
 	<-handled
-	if n := logs.count(slog.LevelError); n != 1 {
+	if n := logs.Count(slog.LevelError); n != 1 {
 		t.Fatalf("%d ERROR records for one failure of the token store, want 1", n)
 	}
 }

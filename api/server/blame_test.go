@@ -7,35 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/runseal/runseal/internal/logtest"
 	"github.com/runseal/runseal/store"
 )
-
-// levelCounter counts log records by level.
-type levelCounter struct {
-	mu sync.Mutex
-	n  map[slog.Level]int
-}
-
-func (c *levelCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (c *levelCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n[r.Level]++
-	return nil
-}
-func (c *levelCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *levelCounter) WithGroup(string) slog.Handler      { return c }
-func (c *levelCounter) count(l slog.Level) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[l]
-}
 
 // slowHead is a store whose Head waits for the request to end, as a read
 // of a busy store does while its client gives up, and fails with what
@@ -60,10 +39,10 @@ func (s *slowHead) Head(ctx context.Context, run store.RunID) (store.Head, error
 // append body cut short) wrote ERROR lines an attacker controls. None may
 // now; a failure of the store's own still logs ERROR.
 func TestServe_ClientGoneLogsNoError(t *testing.T) {
-	logs := &levelCounter{n: map[slog.Level]int{}}
+	logs, logger := logtest.New()
 	var sh *slowHead
 	ts := startServer(t, func(c *Config, _ *Timeouts) {
-		c.Logger = slog.New(logs)
+		c.Logger = logger
 		sh = &slowHead{Store: c.Tenants[0].Store, entered: make(chan struct{}), failing: store.NewRunID()}
 		c.Tenants[0].Store = sh
 	})
@@ -104,7 +83,7 @@ func TestServe_ClientGoneLogsNoError(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := logs.count(slog.LevelError); n != 0 {
+	if n := logs.Count(slog.LevelError); n != 0 {
 		t.Fatalf("%d ERROR records for 20 requests their clients abandoned, want 0", n)
 	}
 	// Counted as the client's failures, not the server's: a 5xx rate an
@@ -115,7 +94,7 @@ func TestServe_ClientGoneLogsNoError(t *testing.T) {
 	if status, _, _ := ts.do("GET", "/v1/runs/"+sh.failing.String()+"/head", ""); status != 500 {
 		t.Fatalf("a store failure: status %d, want 500", status)
 	}
-	if n := logs.count(slog.LevelError); n != 1 {
+	if n := logs.Count(slog.LevelError); n != 1 {
 		t.Fatalf("%d ERROR records for one store failure, want 1", n)
 	}
 }
