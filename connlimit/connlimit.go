@@ -19,10 +19,18 @@
 //     being answered it holds a descriptor, but at most MaxRefusing
 //     connections are answered at once; beyond that they are closed at once.
 //     So the listener holds at most MaxConns+MaxRefusing descriptors.
-//   - Refusals are logged once per episode, not once per connection: one
-//     WARN when a limit is first reached, a WARN summary at most every
-//     SummaryEvery while it lasts, and one INFO with the counts when no
-//     connection has been refused for Quiet.
+//   - At the total bound, when the server reports its connections' states
+//     (http.Server.ConnState = Listener.ConnState), a connection idle
+//     between requests for at least MinIdle is closed to make room for the
+//     new one, rather than the new one refused: an idle keep-alive
+//     connection may be closed at any time (RFC 9112 section 9.6; clients
+//     open another), a waiting client may not be served otherwise. The one
+//     closed is of the address holding most connections, the longest idle
+//     among them. A connection in the middle of a request is never closed.
+//   - Refusals and closings are logged once per episode, not once per
+//     connection: one WARN when a limit is first reached, a WARN summary at
+//     most every SummaryEvery while it lasts, and one INFO with the counts
+//     when nothing has been refused or closed for Quiet.
 package connlimit
 
 import (
@@ -31,6 +39,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -46,6 +55,7 @@ const (
 	DefaultRetryAfter   = 5 * time.Second
 	DefaultQuiet        = time.Minute
 	DefaultSummaryEvery = 10 * time.Minute
+	DefaultMinIdle      = time.Second
 )
 
 // refuseLinger bounds how long an answered over-limit connection is kept
@@ -67,6 +77,12 @@ type Config struct {
 	// RetryAfter is sent in the 503's Retry-After header;
 	// DefaultRetryAfter when zero.
 	RetryAfter time.Duration
+	// MinIdle is how long a connection must have been idle to be closed
+	// for a new one at the total bound: DefaultMinIdle when zero; below
+	// zero, idle connections are never closed for new ones. The margin
+	// keeps a connection whose next request is on its way from being
+	// closed under it.
+	MinIdle time.Duration
 	// Silent closes an over-limit connection without answering it: for a
 	// listener beneath TLS, where a plain HTTP answer would be noise.
 	Silent bool
@@ -100,8 +116,10 @@ func ForFiles(n uint64) Config {
 
 // Stats counts what a Listener did.
 type Stats struct {
-	Open    int    // accepted connections not yet closed
-	Refused uint64 // connections refused since the listener was made
+	Open       int    // accepted connections not yet closed
+	Idle       int    // of those, idle between requests (known through ConnState)
+	Refused    uint64 // connections refused since the listener was made
+	ClosedIdle uint64 // idle connections closed to make room for new ones
 }
 
 // Listener is a net.Listener that bounds the connections it hands out.
@@ -113,17 +131,20 @@ type Listener struct {
 	refusing atomic.Int32
 	refused  atomic.Uint64
 
-	mu     sync.Mutex
-	open   int
-	byAddr map[netip.Prefix]int
-	ep     *episode // nil outside an episode
-	closed bool
+	mu         sync.Mutex
+	open       int
+	byAddr     map[netip.Prefix]int
+	idle       map[*conn]time.Time // idle connections, since when
+	closedIdle uint64
+	ep         *episode // nil outside an episode
+	closed     bool
 }
 
-// episode is a stretch of time in which connections are being refused.
+// episode is a stretch of time in which the limits are reached.
 type episode struct {
 	start, last, reported time.Time
 	total, perAddr        uint64 // refusals by which limit was reached
+	closedIdle            uint64 // idle connections closed for new ones
 	timer                 *time.Timer
 }
 
@@ -145,13 +166,16 @@ func (c Config) withDefaults() Config {
 	if c.SummaryEvery <= 0 {
 		c.SummaryEvery = DefaultSummaryEvery
 	}
+	if c.MinIdle == 0 {
+		c.MinIdle = DefaultMinIdle
+	}
 	return c
 }
 
 // New returns a Listener over inner with cfg's bounds (see Check).
 func New(inner net.Listener, cfg Config) *Listener {
 	cfg = cfg.withDefaults()
-	l := &Listener{Listener: inner, cfg: cfg, log: cfg.Logger, byAddr: map[netip.Prefix]int{}}
+	l := &Listener{Listener: inner, cfg: cfg, log: cfg.Logger, byAddr: map[netip.Prefix]int{}, idle: map[*conn]time.Time{}}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -173,7 +197,7 @@ func (l *Listener) Config() Config { return l.cfg }
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Refused: l.refused.Load()}
+	return Stats{Open: l.open, Idle: len(l.idle), Refused: l.refused.Load(), ClosedIdle: l.closedIdle}
 }
 
 // Accept returns the next connection within the bounds. Connections over a
@@ -185,13 +209,25 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		key, keyed := addrKey(c.RemoteAddr())
+		if l.admit(key, keyed) {
+			return &conn{Conn: c, l: l, key: key, keyed: keyed}, nil
+		}
+		l.refuse(c)
+	}
+}
+
+// admit takes a slot for a connection from key, closing an idle connection
+// for it at the total bound if one has been idle long enough, and reports
+// whether it got one.
+func (l *Listener) admit(key netip.Prefix, keyed bool) bool {
+	for closedOne := false; ; closedOne = true {
 		l.mu.Lock()
 		var over string
 		switch {
-		case l.open >= l.cfg.MaxConns:
-			over = "total"
 		case keyed && l.cfg.MaxPerAddr > 0 && l.byAddr[key] >= l.cfg.MaxPerAddr:
 			over = "per-address"
+		case l.open >= l.cfg.MaxConns:
+			over = "total"
 		}
 		if over == "" {
 			l.open++
@@ -199,11 +235,60 @@ func (l *Listener) Accept() (net.Conn, error) {
 				l.byAddr[key]++
 			}
 			l.mu.Unlock()
-			return &conn{Conn: c, l: l, key: key, keyed: keyed}, nil
+			return true
 		}
-		l.noteRefusal(over, key)
+		if over == "total" && !closedOne {
+			if v := l.idleVictim(); v != nil {
+				delete(l.idle, v)
+				l.closedIdle++
+				l.note("closed-idle", v.key)
+				l.mu.Unlock()
+				v.Close() // gives back its slot
+				continue
+			}
+		}
+		l.note(over, key)
 		l.mu.Unlock()
-		l.refuse(c)
+		return false
+	}
+}
+
+// idleVictim is the connection to close for a new one at the total bound:
+// idle for at least MinIdle, of the address holding most connections, the
+// longest idle among them; nil if there is none. l.mu is held.
+func (l *Listener) idleVictim() *conn {
+	if l.cfg.MinIdle < 0 {
+		return nil
+	}
+	now := time.Now()
+	var best *conn
+	var bestSince time.Time
+	for c, since := range l.idle {
+		if now.Sub(since) < l.cfg.MinIdle {
+			continue
+		}
+		if best == nil || l.byAddr[c.key] > l.byAddr[best.key] ||
+			(l.byAddr[c.key] == l.byAddr[best.key] && since.Before(bestSince)) {
+			best, bestSince = c, since
+		}
+	}
+	return best
+}
+
+// ConnState tracks which connections are idle between requests, so that at
+// the total bound an idle one can be closed for a new one: set it as the
+// http.Server's ConnState (or call it from that hook).
+func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok || c.l != l {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if state == http.StateIdle && !c.closed.Load() {
+		l.idle[c] = time.Now()
+	} else {
+		delete(l.idle, c)
 	}
 }
 
@@ -219,17 +304,18 @@ func (l *Listener) Close() error {
 }
 
 // release gives back the slot of a closed connection.
-func (l *Listener) release(key netip.Prefix, keyed bool) {
+func (l *Listener) release(c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
-	if !keyed {
+	delete(l.idle, c)
+	if !c.keyed {
 		return
 	}
-	if n := l.byAddr[key] - 1; n > 0 {
-		l.byAddr[key] = n
+	if n := l.byAddr[c.key] - 1; n > 0 {
+		l.byAddr[c.key] = n
 	} else {
-		delete(l.byAddr, key)
+		delete(l.byAddr, c.key)
 	}
 }
 
@@ -259,41 +345,48 @@ func (l *Listener) refuse(c net.Conn) {
 	}()
 }
 
-// noteRefusal logs the start of an episode, or counts the refusal in the
-// current one. l.mu is held.
-func (l *Listener) noteRefusal(over string, key netip.Prefix) {
+// note logs the start of an episode, or counts what happened (a refusal
+// by the "total" or "per-address" bound, or "closed-idle") in the current
+// one. l.mu is held.
+func (l *Listener) note(what string, key netip.Prefix) {
 	now := time.Now()
 	if l.ep != nil {
 		l.ep.last = now
-		l.ep.count(over)
+		l.ep.count(what)
 		return
 	}
 	if l.closed {
 		return
 	}
 	ep := &episode{start: now, last: now, reported: now}
-	ep.count(over)
+	ep.count(what)
 	l.ep = ep
 	ep.timer = time.AfterFunc(l.cfg.Quiet, l.checkEpisode)
-	bound := l.cfg.MaxConns
-	if over == "per-address" {
-		bound = l.cfg.MaxPerAddr
+	limit, bound, action := "total", l.cfg.MaxConns, "refusing new connections with 503"
+	switch what {
+	case "per-address":
+		limit, bound = what, l.cfg.MaxPerAddr
+	case "closed-idle":
+		action = "closing idle connections for new ones"
 	}
-	l.log.Warn("connlimit: refusing connections: limit reached",
-		"limit", over, "max", bound, "addr", key.String(), "open", l.open,
+	l.log.Warn("connlimit: connection limit reached",
+		"limit", limit, "max", bound, "action", action, "addr", key.String(), "open", l.open,
 		"max_conns", l.cfg.MaxConns, "max_per_addr", l.cfg.MaxPerAddr)
 }
 
-func (e *episode) count(over string) {
-	if over == "total" {
+func (e *episode) count(what string) {
+	switch what {
+	case "total":
 		e.total++
-	} else {
+	case "per-address":
 		e.perAddr++
+	default:
+		e.closedIdle++
 	}
 }
 
-// checkEpisode ends the episode after Quiet without a refusal, or sums it
-// up every SummaryEvery while it lasts.
+// checkEpisode ends the episode after Quiet without a refusal or closing,
+// or sums it up every SummaryEvery while it lasts.
 func (l *Listener) checkEpisode() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -303,15 +396,15 @@ func (l *Listener) checkEpisode() {
 	}
 	now := time.Now()
 	attrs := []any{"refused_total_limit", ep.total, "refused_per_address_limit", ep.perAddr,
-		"since", ep.start.UTC().Format(time.RFC3339), "open", l.open}
+		"closed_idle", ep.closedIdle, "since", ep.start.UTC().Format(time.RFC3339), "open", l.open}
 	if quiet := now.Sub(ep.last); quiet >= l.cfg.Quiet {
 		l.ep = nil
-		l.log.Info("connlimit: no longer refusing connections", attrs...)
+		l.log.Info("connlimit: no longer at the connection limit", attrs...)
 		return
 	}
 	if now.Sub(ep.reported) >= l.cfg.SummaryEvery {
 		ep.reported = now
-		l.log.Warn("connlimit: still refusing connections", attrs...)
+		l.log.Warn("connlimit: still at the connection limit", attrs...)
 	}
 	ep.timer.Reset(l.cfg.Quiet - now.Sub(ep.last))
 }
@@ -355,7 +448,7 @@ type conn struct {
 func (c *conn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
-		c.l.release(c.key, c.keyed)
+		c.l.release(c)
 	}
 	return err
 }

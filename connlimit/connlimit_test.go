@@ -15,8 +15,16 @@ import (
 	"github.com/runseal/runseal/internal/logtest"
 )
 
-// serve serves an "ok" handler on a Listener with cfg on 127.0.0.1.
+// serve serves an "ok" handler on a Listener with cfg on 127.0.0.1; the
+// server does not report connection states, so no idle connection is
+// closed for a new one.
 func serve(t *testing.T, cfg connlimit.Config) (*connlimit.Listener, string) {
+	return serveStates(t, cfg, false)
+}
+
+// serveStates is serve, with the server reporting its connections' states
+// to the listener when states is set.
+func serveStates(t *testing.T, cfg connlimit.Config, states bool) (*connlimit.Listener, string) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,6 +34,9 @@ func serve(t *testing.T, cfg connlimit.Config) (*connlimit.Listener, string) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})}
+	if states {
+		srv.ConnState = ln.ConnState
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln, inner.Addr().String()
@@ -130,7 +141,7 @@ func TestListener_RefusalsLoggedOncePerEpisode(t *testing.T) {
 	if refused != 20 {
 		t.Fatalf("refused %d, want 20", refused)
 	}
-	end := recs.Wait(t, slog.LevelInfo, "no longer refusing")
+	end := recs.Wait(t, slog.LevelInfo, "no longer at the connection limit")
 	if n := recs.Count(slog.LevelWarn); n != 1 {
 		t.Fatalf("%d WARN records for one episode of 20 refusals, want 1", n)
 	}
@@ -228,5 +239,87 @@ func TestConfigCheck(t *testing.T) {
 		if err := tc.cfg.Check(); (err != nil) != tc.fail {
 			t.Errorf("%+v: Check() = %v", tc.cfg, err)
 		}
+	}
+}
+
+// waitIdle waits until the listener knows n connections to be idle.
+func waitIdle(t *testing.T, ln *connlimit.Listener, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ln.Stats().Idle != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v; want %d idle", ln.Stats(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestListener_IdleConnectionMakesRoomAtTotalBound: at the total bound, a
+// flood of idle keep-alive connections from many addresses does not shut a
+// new client out: the longest idle connection of the address holding most
+// is closed for it.
+func TestListener_IdleConnectionMakesRoomAtTotalBound(t *testing.T) {
+	ln, addr := serveStates(t, connlimit.Config{MaxConns: 3, MaxPerAddr: -1, MinIdle: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, true)
+	var held []*client
+	for i, from := range []string{"127.0.0.2", "127.0.0.1", "127.0.0.1"} {
+		c := dialFrom(t, from, addr)
+		if got := c.get(t).StatusCode; got != http.StatusOK {
+			t.Fatalf("from %s: status %d", from, got)
+		}
+		waitIdle(t, ln, i+1) // so they go idle in this order
+		held = append(held, c)
+	}
+	if got := dialFrom(t, "127.0.0.3", addr).get(t).StatusCode; got != http.StatusOK {
+		t.Fatalf("a new client at the bound with idle connections open: status %d, want 200", got)
+	}
+	if s := ln.Stats(); s.Open != 3 || s.ClosedIdle != 1 || s.Refused != 0 {
+		t.Fatalf("stats %+v; want 3 open, 1 idle closed, none refused", s)
+	}
+	// The one closed is 127.0.0.1's first (its address holds most, and it
+	// is the longer idle of the two).
+	held[1].c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := held[1].br.ReadByte(); err != io.EOF {
+		t.Fatalf("the connection to close: read %v, want EOF", err)
+	}
+	if got := held[0].get(t).StatusCode; got != http.StatusOK {
+		t.Fatalf("127.0.0.2's connection after the closing: status %d", got)
+	}
+}
+
+// TestListener_BusyConnectionsAreNeverClosed: connections whose request
+// is being served are not closed for a new one; the new one is refused.
+func TestListener_BusyConnectionsAreNeverClosed(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := connlimit.New(inner, connlimit.Config{MaxConns: 2, MaxPerAddr: -1, MinIdle: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)})
+	started, release := make(chan struct{}), make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+	}), ConnState: ln.ConnState}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := inner.Addr().String()
+	var busy []*client
+	for _, from := range []string{"127.0.0.1", "127.0.0.2"} {
+		c := dialFrom(t, from, addr)
+		io.WriteString(c.c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		<-started
+		busy = append(busy, c)
+	}
+	if got := dialFrom(t, "127.0.0.3", addr).get(t).StatusCode; got != http.StatusServiceUnavailable {
+		t.Fatalf("a new client with only busy connections open: status %d, want 503", got)
+	}
+	close(release)
+	for _, c := range busy {
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a busy connection's request: %v, %v", resp, err)
+		}
+	}
+	if s := ln.Stats(); s.ClosedIdle != 0 || s.Refused != 1 {
+		t.Fatalf("stats %+v; want none closed, 1 refused", s)
 	}
 }

@@ -189,7 +189,7 @@ func (a *app) runMonitor(ctx context.Context, m *monitor.Follower, metrics *moni
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10, ConnState: ln.ConnState}
 		go srv.Serve(ln)
 		defer srv.Close()
 		a.log.Info("serving metrics", "addr", ln.Addr().String())

@@ -230,6 +230,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	lim.Name, lim.Logger = "api", a.log
 	ln := connlimit.New(inner, lim)
 	srv := server.NewHTTPServer(withVerifyPage(handler), server.Timeouts{}, a.log)
+	srv.ConnState = ln.ConnState // at the bound, idle connections make room
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}

@@ -140,7 +140,7 @@ func TestServe_IdleKeepAliveFloodLeavesRoomForOthers(t *testing.T) {
 	if counts[http.StatusOK] != perAddr || counts[http.StatusServiceUnavailable]+counts[0] != flood-perAddr || counts[http.StatusServiceUnavailable] == 0 {
 		t.Fatalf("flood answers %v (0: closed unanswered, -1: 503 without Retry-After or Connection: close); want %d of 200 and the other %d refused", counts, perAddr, flood-perAddr)
 	}
-	if n := strings.Count(logged(), "connlimit: refusing connections"); n != 1 {
+	if n := strings.Count(logged(), "connlimit: connection limit reached"); n != 1 {
 		t.Fatalf("%d log records of refusals for one flood of %d, want 1:\n%s", n, flood-perAddr, logged())
 	}
 }

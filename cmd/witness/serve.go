@@ -100,6 +100,7 @@ func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, k
 		conns.Name, conns.Logger = "api", a.log
 		ln := connlimit.New(inner, conns)
 		srv := newHTTPServer(h, a.log)
+		srv.ConnState = ln.ConnState // at the bound, idle connections make room
 		servers := []*http.Server{srv}
 		errc := make(chan error, 2)
 		go func() { errc <- srv.Serve(ln) }()
@@ -119,6 +120,7 @@ func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, k
 			mux := http.NewServeMux()
 			mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 			msrv := newHTTPServer(mux, a.log)
+			msrv.ConnState = mln.ConnState
 			servers = append(servers, msrv)
 			go func() { errc <- msrv.Serve(mln) }()
 			attrs = append(attrs, "metrics_addr", mln.Addr().String())

@@ -49,7 +49,7 @@ func TestServe_IdleKeepAliveFloodLeavesRoomForOthers(t *testing.T) {
 	if got := get("127.0.0.2"); got != http.StatusNotFound {
 		t.Fatalf("another address during the flood: status %d, want the witness's 404", got)
 	}
-	if n := strings.Count(s.stderr.String(), "connlimit: refusing connections"); n != 1 {
+	if n := strings.Count(s.stderr.String(), "connlimit: connection limit reached"); n != 1 {
 		t.Fatalf("%d log records of refusals for 4 refused connections, want 1:\n%s", n, s.stderr)
 	}
 }
