@@ -232,7 +232,9 @@ type Timeouts struct {
 }
 
 // NewHTTPServer returns an http.Server for h with t's timeouts and a 16 KiB
-// header bound; errorLog receives the server's own complaints.
+// header bound; errorLog receives the server's own complaints. Timeouts
+// bound how long a connection is held, not how many: serve it on a
+// connlimit.Listener, with its ConnState, as 'journal serve' does.
 func NewHTTPServer(h http.Handler, t Timeouts, errorLog *slog.Logger) *http.Server {
 	or := func(d, def time.Duration) time.Duration {
 		if d <= 0 {
