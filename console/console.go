@@ -45,6 +45,7 @@ import (
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/api/server"
+	"github.com/runseal/runseal/internal/blame"
 	"github.com/runseal/runseal/store"
 )
 
@@ -350,7 +351,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 		msg = "The journal is corrupt: " + err.Error()
 		c.log.Error("console: the store is corrupt", "path", r.URL.Path, "err", err)
 	default:
-		c.log.Error("console: request failed", "path", r.URL.Path, "err", err)
+		// A client that went away is not a failure of ours (internal/blame).
+		c.log.Log(r.Context(), blame.Level(r.Context(), err), "console: request failed", "path", r.URL.Path, "err", err)
 	}
 	if status >= 500 && msg == "" {
 		msg = "internal error"
@@ -379,7 +381,7 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 	v := view{Title: "Sign in", Message: msg, Data: c.sessions.lim}
 	toks, err := c.cfg.Tokens.Tokens(r.Context())
 	if err != nil {
-		c.log.Error("console: listing tokens", "err", err)
+		c.log.Log(r.Context(), blame.Level(r.Context(), err), "console: listing tokens", "err", err)
 	} else if len(toks) == 0 {
 		v.Hint = c.cfg.FirstToken
 		if v.Hint == "" {

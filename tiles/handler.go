@@ -9,13 +9,18 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/runseal/runseal/internal/blame"
 )
 
 // Cache-Control values (spec/tiles.md): tiles and bundles never change, a
-// checkpoint changes with every signing.
+// checkpoint changes with every signing. A tile of a log that needs a token
+// to read is private: a shared cache (a CDN, a corporate proxy) that kept it
+// would serve it to anyone without one.
 const (
-	CacheImmutable = "public, max-age=31536000, immutable"
-	CacheNoStore   = "no-store"
+	CacheImmutable        = "public, max-age=31536000, immutable"
+	CacheImmutablePrivate = "private, max-age=31536000, immutable"
+	CacheNoStore          = "no-store"
 )
 
 // Handler serves one log's layout over HTTP: mount it under the prefix
@@ -26,6 +31,10 @@ const (
 type Handler struct {
 	Log    *Log
 	Logger *slog.Logger // nil: slog.Default()
+	// Public lets shared caches keep tiles (CacheImmutable): set it only
+	// when anyone may read the log. Otherwise tiles are sent
+	// CacheImmutablePrivate.
+	Public bool
 }
 
 // NewHandler returns a Handler for l.
@@ -78,7 +87,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	serve(w, r, b, "application/octet-stream", CacheImmutable)
+	cache := CacheImmutablePrivate
+	if h.Public {
+		cache = CacheImmutable
+	}
+	serve(w, r, b, "application/octet-stream", cache)
 }
 
 // serve writes body with a strong ETag (its SHA-256) and lets
@@ -102,7 +115,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// file server; the body says why.
 		http.Error(w, err.Error(), http.StatusNotFound)
 	default:
-		h.logger().ErrorContext(r.Context(), "tiles: serving", "path", r.URL.Path, "err", err)
+		// A client that went away is not a failure of ours (internal/blame).
+		h.logger().Log(r.Context(), blame.Level(r.Context(), err), "tiles: serving", "path", r.URL.Path, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 	}
 }

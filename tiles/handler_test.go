@@ -3,6 +3,7 @@ package tiles
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -37,12 +38,12 @@ func TestHandler_HeadersAndRange(t *testing.T) {
 	}{
 		{"/checkpoint", CacheNoStore, "text/plain; charset=utf-8", 200, -1},
 		{"/checkpoint-witnessed", CacheNoStore, "text/plain; charset=utf-8", 200, -1},
-		{"/tile/0/000", CacheImmutable, "application/octet-stream", 200, FullTileSize},
-		{"/tile/0/001.p/64", CacheImmutable, "application/octet-stream", 200, 64 * 32},
-		{"/tile/0/001.p/44", CacheImmutable, "application/octet-stream", 200, 44 * 32}, // the witnessed size's partial
-		{"/tile/1/000.p/1", CacheImmutable, "application/octet-stream", 200, 32},
-		{"/tile/entries/000", CacheImmutable, "application/octet-stream", 200, EntryBundleSize},
-		{"/tile/entries/001.p/64", CacheImmutable, "application/octet-stream", 200, 64 * 34},
+		{"/tile/0/000", CacheImmutablePrivate, "application/octet-stream", 200, FullTileSize},
+		{"/tile/0/001.p/64", CacheImmutablePrivate, "application/octet-stream", 200, 64 * 32},
+		{"/tile/0/001.p/44", CacheImmutablePrivate, "application/octet-stream", 200, 44 * 32}, // the witnessed size's partial
+		{"/tile/1/000.p/1", CacheImmutablePrivate, "application/octet-stream", 200, 32},
+		{"/tile/entries/000", CacheImmutablePrivate, "application/octet-stream", 200, EntryBundleSize},
+		{"/tile/entries/001.p/64", CacheImmutablePrivate, "application/octet-stream", 200, 64 * 34},
 		// Beyond the log, or wider than the newest checkpoint implies.
 		{"/tile/0/001", CacheNoStore, "", 404, -1},
 		{"/tile/0/001.p/65", CacheNoStore, "", 404, -1},
@@ -94,5 +95,30 @@ func TestHandler_HeadersAndRange(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %s, want 405", resp.Status)
+	}
+}
+
+// TestHandler_PrivateLogTilesAreNotForSharedCaches is issue 27 item 6: the
+// tiles of a log that needs a token were sent "public, ..., immutable", so
+// a shared cache in front of the server could keep them and serve them to
+// anyone. They are private unless the handler is told the log is public.
+func TestHandler_PrivateLogTilesAreNotForSharedCaches(t *testing.T) {
+	m := newMemLog(t)
+	m.grow(t, 300)
+	for _, tc := range []struct {
+		public bool
+		want   string
+	}{
+		{false, "private, max-age=31536000, immutable"},
+		{true, "public, max-age=31536000, immutable"},
+	} {
+		srv := httptest.NewServer(&Handler{Log: NewLog(m), Public: tc.public})
+		for _, path := range []string{"/tile/0/000", "/tile/entries/001.p/44"} {
+			resp, _ := get(t, srv.URL+path)
+			if got := resp.Header.Get("Cache-Control"); resp.StatusCode != 200 || got != tc.want {
+				t.Errorf("public %v: GET %s: %s, Cache-Control %q; want 200, %q", tc.public, path, resp.Status, got, tc.want)
+			}
+		}
+		srv.Close()
 	}
 }

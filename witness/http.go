@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runseal/runseal/internal/blame"
 )
 
 // Content types of the tlog-witness protocol.
@@ -67,8 +69,9 @@ func (w *Witness) serveAddCheckpoint(rw http.ResponseWriter, r *http.Request) {
 	msg := err.Error()
 	switch {
 	case code >= 500:
-		// Details of our own failures are for the operator, not the client.
-		w.log.Error("witness: add-checkpoint failed", "origin", origin, "status", code, "err", err)
+		// Details of our own failures are for the operator, not the client;
+		// a client that went away is not a failure of ours (internal/blame).
+		w.log.Log(r.Context(), blame.Level(r.Context(), err), "witness: add-checkpoint failed", "origin", origin, "status", code, "err", err)
 		msg = http.StatusText(code)
 	case code != http.StatusTooManyRequests:
 		// Refusals are the client's business; at debug level an operator
@@ -108,7 +111,7 @@ func (w *Witness) serveCheckpoint(rw http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		code := StatusCode(err)
 		if code >= 500 {
-			w.log.Error("witness: monitoring read failed", "origin_hash", hash, "err", err)
+			w.log.Log(r.Context(), blame.Level(r.Context(), err), "witness: monitoring read failed", "origin_hash", hash, "err", err)
 		}
 		h.Set("Content-Type", contentTypeText)
 		rw.WriteHeader(code)

@@ -249,7 +249,7 @@ func (w *Witness) addCheckpoint(ctx context.Context, req *AddCheckpointRequest) 
 	select {
 	case e.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil, origin, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		return nil, origin, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	}
 	defer func() { <-e.lock }()
 	// A compare-and-swap lost to another process is retried once against
@@ -284,7 +284,7 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 			if errors.Is(err, ErrUnknownLog) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: reading state of %q: %v", ErrUnavailable, origin, err)
+			return nil, fmt.Errorf("%w: reading state of %q: %w", ErrUnavailable, origin, err)
 		}
 		e.size, e.root, e.stateOK = size, root, true
 	}
@@ -349,7 +349,7 @@ func (w *Witness) locked(ctx context.Context, e *logEntry, sub *submission) ([]b
 			w.expire(e)
 			return nil, err
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		w.log.Error("witness: committing a checkpoint failed", "origin", origin, "size", cp.Size, "err", err)
 		if !errors.Is(err, ErrUnavailable) {
@@ -412,7 +412,7 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 	// between the two is read again later, never missed.
 	gen, err := w.configGeneration(ctx, now)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: reading the configuration generation: %v", ErrUnavailable, err)
+		return nil, nil, false, fmt.Errorf("%w: reading the configuration generation: %w", ErrUnavailable, err)
 	}
 	if e != nil && !reload {
 		if cfg := e.cfg.Load(); cfg != nil && cfg.gen == gen {
@@ -421,7 +421,7 @@ func (w *Witness) entry(ctx context.Context, origin string, reload bool) (e *log
 	}
 	row, ok, err := w.store.readLogRow(ctx, origin)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: reading log %q: %v", ErrUnavailable, origin, err)
+		return nil, nil, false, fmt.Errorf("%w: reading log %q: %w", ErrUnavailable, origin, err)
 	}
 	if !ok {
 		return nil, nil, false, fmt.Errorf("%w: %q", ErrUnknownLog, origin)

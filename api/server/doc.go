@@ -9,7 +9,8 @@
 //     (Authenticate), except the public read surface when Config.Public;
 //     a token reaches one tenant, with the role reader or writer;
 //   - one switch (answer) maps an error to its status; store failures that
-//     are not the caller's are logged and answered without their detail;
+//     are not the caller's are logged and answered without their detail; a
+//     failure the client caused (internal/blame) is 400 and logged at DEBUG;
 //   - every request body is bounded and parsed strictly (duplicate keys,
 //     case-folded names, trailing data and invalid UTF-8 are refused);
 //   - one answer holds a bounded number of bytes of records
@@ -17,7 +18,8 @@
 //     past that bound; a sealed journal opens nothing to answer them;
 //   - at most Config.MaxHeavyReads such answers are in progress at once;
 //     a request over it waits briefly, then is answered 503;
-//   - checkpoint answers carry Cache-Control: no-store.
+//   - checkpoint answers carry Cache-Control: no-store, and every answer
+//     X-Content-Type-Options: nosniff.
 //
 // The operator console (package console) is rendered from the same reads
 // that answer its JSON twins here (StatusRoutes, TokenRoute: /v1/status,

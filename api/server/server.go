@@ -23,6 +23,7 @@ import (
 	"github.com/runseal/runseal/appendinput"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/internal/blame"
 	"github.com/runseal/runseal/store"
 )
 
@@ -218,8 +219,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every answer carries
+// X-Content-Type-Options: nosniff, so a browser never runs a record, a
+// tile or an error body as something other than its declared type.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(w, r)
+}
 
 // Drain makes every later request answer 503 "shutting down", for the
 // moments between a stop signal and the listener's close.
@@ -242,7 +248,9 @@ type Timeouts struct {
 }
 
 // NewHTTPServer returns an http.Server for h with t's timeouts and a 16 KiB
-// header bound; errorLog receives the server's own complaints.
+// header bound; errorLog receives the server's own complaints. Timeouts
+// bound how long a connection is held, not how many: serve it on a
+// connlimit.Listener, with its ConnState, as 'journal serve' does.
 func NewHTTPServer(h http.Handler, t Timeouts, errorLog *slog.Logger) *http.Server {
 	or := func(d, def time.Duration) time.Duration {
 		if d <= 0 {
@@ -395,11 +403,17 @@ func (s *Server) authorize(need Role, fn HandlerFunc) http.Handler {
 	})
 }
 
-// fail writes err as spec/http.md's JSON error with its status.
+// fail writes err as spec/http.md's JSON error with its status. A failure
+// the client caused (it went away, or cut its body short) is logged at
+// DEBUG and answered 400, so a client can neither write ERROR lines nor
+// raise the count of 5xx answers.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, field, msg, logAs := answer(err)
+	if blame.Client(r.Context(), err) && status == http.StatusInternalServerError {
+		status, msg = http.StatusBadRequest, "the request ended before it was answered"
+	}
 	if logAs != "" {
-		s.log.Error(logAs, "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Log(r.Context(), blame.Level(r.Context(), err), logAs, "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runseal"`)

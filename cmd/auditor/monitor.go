@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/connlimit"
 	"github.com/runseal/runseal/monitor"
 )
 
@@ -178,13 +179,17 @@ func outcomeCode(o monitor.Outcome) int {
 // when empty), until the context ends (nil) or a fork (exit 4).
 func (a *app) runMonitor(ctx context.Context, m *monitor.Follower, metrics *monitor.Metrics, interval time.Duration, metricsAddr string, report func(monitor.Result)) error {
 	if metricsAddr != "" {
-		ln, err := net.Listen("tcp", metricsAddr)
+		inner, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
 			return usageErrorf("--metrics-addr %s: %v", metricsAddr, err)
 		}
+		// Bounded like every server of ours: a scraper, or anyone who
+		// reaches the port, holds few connections, and none for long.
+		ln := connlimit.New(inner, connlimit.Config{Name: "metrics", Logger: a.log})
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10, ConnState: ln.ConnState}
 		go srv.Serve(ln)
 		defer srv.Close()
 		a.log.Info("serving metrics", "addr", ln.Addr().String())

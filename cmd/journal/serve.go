@@ -23,6 +23,7 @@ import (
 	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/checkpointer"
+	"github.com/runseal/runseal/connlimit"
 	"github.com/runseal/runseal/publish"
 	"github.com/runseal/runseal/store"
 )
@@ -60,6 +61,7 @@ type serveConfig struct {
 	tokenTTL  time.Duration     // --token-cache-ttl: how long a token check is trusted
 	behindTLS bool              // --behind-tls: clients come over HTTPS through a proxy
 	heavy     int               // --max-heavy-reads: record pages in progress at once (0: from the memory budget)
+	conns     connlimit.Config  // --max-conns, --max-conns-per-addr
 	waitWarm  bool              // --wait-warm: listen only once the stores' proofs are warm
 	profile   string            // --cpuprofile (hidden): where bench --http wants the server's profile
 	routes    []server.Route    // extra routes to mount (tiles, say), authorized like the API's
@@ -85,6 +87,9 @@ func (a *app) serveCmd() *cobra.Command {
 			if c.heavy < 0 {
 				return usageErrorf("--max-heavy-reads must be 0 (from the memory budget) or more")
 			}
+			if err := c.conns.Check(); err != nil {
+				return usageErrorf("--max-conns, --max-conns-per-addr: %v", err)
+			}
 			c.ready = a.onServe
 			c.loc = a.location()
 			c.tenants = []string{a.tenant}
@@ -108,6 +113,8 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&c.maxRetry, "retry-max", 5*time.Minute, "longest retry delay for a witness")
 	f.DurationVar(&c.pollEvery, "publish-poll", 5*time.Second, "how often publishers look for checkpoints queued elsewhere")
 	f.DurationVar(&c.tokenTTL, "token-cache-ttl", server.DefaultTokenCacheTTL, "trust a successful token check this long (a revoked token works at most this long); 0 checks every request")
+	f.IntVar(&c.conns.MaxConns, "max-conns", 0, "most client connections open at once; over it a connection is answered 503 and closed (0: half the open-file limit, at most 4096)")
+	f.IntVar(&c.conns.MaxPerAddr, "max-conns-per-addr", 0, "most connections open at once from one client address (IPv6: one /64); 0: an eighth of --max-conns; -1: no bound, as behind a reverse proxy")
 	_ = f.MarkHidden("publish-poll")
 	f.BoolVar(&c.behindTLS, "behind-tls", false, "clients reach this server over HTTPS through a TLS-terminating proxy: the console's session cookie is then __Host-runseal_console, Secure (browsers drop it over plain HTTP)")
 	f.IntVar(&c.heavy, "max-heavy-reads", 0, fmt.Sprintf("pages of records answered at once, each up to 4 MiB plus one record; more wait up to %s, then get 503 (0: %d MiB worth)", server.DefaultHeavyReadWait, server.DefaultHeavyReadMemory>>20))
@@ -200,7 +207,7 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 	if !ok {
 		return fmt.Errorf("this store cannot serve: it keeps no tokens")
 	}
-	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log), c.routes...), TokenCacheTTL: c.tokenTTL, MaxHeavyReads: c.heavy}
+	cfg := server.Config{Tokens: tokens, Public: c.public, Logger: a.log, Registry: reg, Routes: append(tilesRoutes(a.log, c.public), c.routes...), TokenCacheTTL: c.tokenTTL, MaxHeavyReads: c.heavy}
 	if c.tokenTTL <= 0 {
 		cfg.TokenCacheTTL = -1 // every request asks the store
 	}
@@ -223,15 +230,20 @@ func (a *app) serve(ctx context.Context, c serveConfig) error {
 			return err
 		}
 	}
-	ln, err := net.Listen("tcp", c.listen)
+	inner, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return err
 	}
+	lim := c.conns
+	lim.Name, lim.Logger = "api", a.log
+	ln := connlimit.New(inner, lim)
 	srv := server.NewHTTPServer(withVerifyPage(handler), server.Timeouts{}, a.log)
+	srv.ConnState = ln.ConnState // at the bound, idle connections make room
 	for _, tw := range work {
 		a.log.Info("serve: serving tenant", "tenant", tw.api.Store.Tenant(), "origin", tw.api.Store.Origin(), "witnesses", tw.pub != nil)
 	}
-	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public)
+	a.log.Info("serve: listening", "addr", ln.Addr().String(), "public", c.public,
+		"max_conns", ln.Config().MaxConns, "max_conns_per_addr", ln.Config().MaxPerAddr)
 	fmt.Fprintf(a.stderr, "journal: serving %s (origin %s) on http://%s\n", c.loc, stores[0].Origin(), ln.Addr())
 	a.hintFirstToken(ctx, tokens, firstToken, ln.Addr().String())
 	if c.ready != nil {

@@ -21,7 +21,7 @@ import (
 // tilesRoutes serves each tenant's log as C2SP tlog-tiles under
 // /tiles/<tenant>/ (spec/tiles.md): public with --public, else for a
 // reader token of that tenant, like the other reads.
-func tilesRoutes(logger *slog.Logger) []server.Route {
+func tilesRoutes(logger *slog.Logger, public bool) []server.Route {
 	return []server.Route{{
 		Pattern: "GET /tiles/{tenant}/{path...}",
 		Role:    server.RolePublic,
@@ -36,7 +36,8 @@ func tilesRoutes(logger *slog.Logger) []server.Route {
 			u := *r.URL
 			u.Path = r.PathValue("path")
 			r2.URL = &u
-			tiles.NewHandler(tiles.NewLog(src), logger).ServeHTTP(w, r2)
+			h := tiles.Handler{Log: tiles.NewLog(src), Logger: logger, Public: public}
+			h.ServeHTTP(w, r2)
 			return nil
 		},
 	}}

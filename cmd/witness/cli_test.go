@@ -244,14 +244,15 @@ type serving struct {
 
 var addrRE = regexp.MustCompile(`(?:^| )addr=(\S+).* metrics_addr=(\S+)`)
 
-func serve(t testing.TB, dir, key string) *serving {
+func serve(t testing.TB, dir, key string, extra ...string) *serving {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errb := &syncBuf{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--db", filepath.Join(dir, "witness.db"), "serve", "--key", key,
-			"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard, errb)
+		args := []string{"--db", filepath.Join(dir, "witness.db"), "serve", "--key", key,
+			"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+		done <- run(ctx, append(args, extra...), io.Discard, errb)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

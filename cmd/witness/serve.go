@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/runseal/runseal/connlimit"
 	"github.com/runseal/runseal/witness"
 )
 
@@ -28,6 +29,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var (
 		listen, metricsListen, prefix string
 		keys                          []string
+		conns                         connlimit.Config
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,18 +57,23 @@ witness runs; it picks up changes within a second (a removed key at once).`,
   witness serve --key w1.key --key w2.key --prefix /tlog-witness`,
 		Args: cobra.NoArgs,
 		RunE: wrapRun(func(cmd *cobra.Command, _ []string) error {
-			return a.serve(cmd.Context(), listen, metricsListen, prefix, keyPaths(keys))
+			if err := conns.Check(); err != nil {
+				return usageErrorf("--max-conns, --max-conns-per-addr: %v", err)
+			}
+			return a.serve(cmd.Context(), listen, metricsListen, prefix, keyPaths(keys), conns)
 		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultListen, "address for the witness API")
 	f.StringVar(&metricsListen, "metrics-listen", defaultMetricsListen, `address for /metrics; "" disables metrics`)
 	f.StringVar(&prefix, "prefix", "", `URL path prefix of the API, such as /tlog-witness ("" for none)`)
+	f.IntVar(&conns.MaxConns, "max-conns", 0, "most client connections open at once; over it a connection is answered 503 and closed (0: half the open-file limit, at most 4096)")
+	f.IntVar(&conns.MaxPerAddr, "max-conns-per-addr", 0, "most connections open at once from one client address (IPv6: one /64); 0: an eighth of --max-conns; -1: no bound, as behind a reverse proxy")
 	f.StringArrayVar(&keys, "key", nil, "witness key file, repeatable: one cosignature line per key (default $"+envKey+", else ./"+defaultKey+")")
 	return cmd
 }
 
-func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, keyFiles []string) error {
+func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, keyFiles []string, conns connlimit.Config) error {
 	cosigners, err := a.loadCosigners(keyFiles)
 	if err != nil {
 		return err
@@ -86,11 +93,14 @@ func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, k
 		if err != nil {
 			return usageErrorf("--prefix: %v", err)
 		}
-		ln, err := net.Listen("tcp", listen)
+		inner, err := net.Listen("tcp", listen)
 		if err != nil {
 			return err
 		}
+		conns.Name, conns.Logger = "api", a.log
+		ln := connlimit.New(inner, conns)
 		srv := newHTTPServer(h, a.log)
+		srv.ConnState = ln.ConnState // at the bound, idle connections make room
 		servers := []*http.Server{srv}
 		errc := make(chan error, 2)
 		go func() { errc <- srv.Serve(ln) }()
@@ -98,16 +108,19 @@ func (a *app) serve(ctx context.Context, listen, metricsListen, prefix string, k
 		for _, v := range w.Verifiers() {
 			vkeys = append(vkeys, v.String())
 		}
-		attrs := []any{"addr", ln.Addr().String(), "prefix", prefix, "db", a.dbPath(), "vkeys", vkeys}
+		attrs := []any{"addr", ln.Addr().String(), "prefix", prefix, "db", a.dbPath(), "vkeys", vkeys,
+			"max_conns", ln.Config().MaxConns, "max_conns_per_addr", ln.Config().MaxPerAddr}
 		if metricsListen != "" {
-			mln, err := net.Listen("tcp", metricsListen)
+			minner, err := net.Listen("tcp", metricsListen)
 			if err != nil {
 				srv.Close()
 				return err
 			}
+			mln := connlimit.New(minner, connlimit.Config{Name: "metrics", Logger: a.log})
 			mux := http.NewServeMux()
 			mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 			msrv := newHTTPServer(mux, a.log)
+			msrv.ConnState = mln.ConnState
 			servers = append(servers, msrv)
 			go func() { errc <- msrv.Serve(mln) }()
 			attrs = append(attrs, "metrics_addr", mln.Addr().String())
