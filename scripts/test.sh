@@ -34,7 +34,7 @@ fi
 # conformance suites' races and the decorators, the HTTP API, the witness
 # and its publisher, tiles, lifecycle races.
 go test -race -count=1 -timeout 30m ./internal/... ./store/sqlite/... ./store/storetest/... ./store/sealed/... \
-	./store/faulty/... ./api/... ./witness/... ./publish/... ./tiles/... ./cmd/witness/... \
+	./store/faulty/... ./api/... ./connlimit/... ./witness/... ./publish/... ./tiles/... ./cmd/witness/... \
 	./lifecycle/... ./cmd/journal/... ./keyring/...
 # The shared backend under the race detector, and its multi-process
 # active-active test for more rounds than the default run.
