@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -225,12 +226,36 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 			{Line: 17, From: `"records":11,"runs":3,"sealed":2`, To: `"records":8,"runs":2,"sealed":1`},
 		}, Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the statement removed", Edits: one(17, statementRE.FindString(line(17)), ``), Verdict: "not_sound", Check: CheckStatement},
+		// Issue 29 item 1: every line of a known key is verified, not only
+		// its first (spec/checkpoint.md 2.2).
+		{Name: "a second statement signature by the disclosure key fails", Edits: []edit{secondBadSignature(t, 17, line(17), sigName)}, Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the statement's recipient changed", Edits: one(17, `recipient `+testRecipient, `recipient someone@else.example`), Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the trailer dropped", Edits: []edit{{Line: 17, Delete: true}}, Verdict: "unverifiable"},
 		{Name: "the final line feed dropped", Edits: one(17, "}\n", "}"), Verdict: "unverifiable"},
 		{Name: "a newer version", Edits: one(1, `"version":1`, `"version":2`), Verdict: "unverifiable"},
 		{Name: "the statement's signature names another key", Edits: one(17, sigName, "\u2014 someone.example/disclosure "), Verdict: "unverifiable"},
 	}
+}
+
+// secondBadSignature is the edit that adds, after the statement's signature
+// line by sigName in trailer line n (text l), a second line by the same key
+// whose signature has its last byte changed: a line of a known key that
+// fails, after one that verifies.
+func secondBadSignature(t testing.TB, n int, l, sigName string) edit {
+	t.Helper()
+	i := strings.Index(l, sigName)
+	if i < 0 {
+		t.Fatalf("line %d has no signature by %q", n, sigName)
+	}
+	rest := l[i+len(sigName):]
+	b64 := rest[:strings.Index(rest, `\n`)]
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1
+	bad := base64.StdEncoding.EncodeToString(raw)
+	return edit{Line: n, From: sigName + b64 + `\n"}`, To: sigName + b64 + `\n` + sigName + bad + `\n"}`}
 }
 
 var statementRE = regexp.MustCompile(`,"statement":"[^"]*"`)

@@ -771,7 +771,7 @@ func (v *verifier) statement(t trailer) {
 		v.find(CheckStatement, nil, 0, "the trailer carries no signed statement: the selection, the case blocks and the counts are not authenticated")
 		return
 	}
-	signed, keys, err := openStatement([]byte(t.Statement), v.opts.Disclosure)
+	signed, keys, err := openStatement([]byte(t.Statement), v.opts.Disclosure, v.origin)
 	sr.Recipient = signed.Recipient
 	switch {
 	case errors.Is(err, errNoDisclosureKey):
