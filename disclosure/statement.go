@@ -3,7 +3,7 @@ package disclosure
 import (
 	"bytes"
 	"crypto/sha256"
-		"errors"
+	"errors"
 	"fmt"
 	"hash"
 	"strconv"
