@@ -98,6 +98,8 @@ func recordRules() []rule {
 		{`{"awaiting":"event","epoch":1,"event":"","kind":"RunSuspended","run":"` + run + `","seq":1,"v":1}`, false, "awaiting event with an empty event"},
 		{`{"awaiting":"event","epoch":1,"event":"approval","kind":"RunSuspended","run":"` + run + `","seq":1,"v":1}`, true, "awaiting event"},
 		{susp(`"awaiting":"time",`), false, "awaiting time without until"},
+		{`{"awaiting":"event","epoch":1,"event":"approval","kind":"RunSuspended","run":"` + run + `","seq":1,"until":"","v":1}`, false, "awaiting event with an empty until: a present until is a timestamp whatever awaiting says"},
+		{`{"awaiting":"time","epoch":1,"event":"","kind":"RunSuspended","run":"` + run + `","seq":1,"until":"2030-01-02T03:04:05Z","v":1}`, true, "awaiting time with an empty event: event is held only to its length under time"},
 		{untilAt("2030-01-02T03:04:05Z"), true, "until in the profile"},
 		{untilAt("2030-01-02T03:04:05.123456789+23:59"), true, "nine fraction digits and offset +23:59"},
 		{untilAt("2030-01-02T03:04:05+24:00"), false, "offset +24:00"},
