@@ -235,6 +235,12 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 		{Name: "the trailer dropped", Edits: []edit{{Line: 17, Delete: true}}, Verdict: "unverifiable"},
 		{Name: "the final line feed dropped", Edits: one(17, "}\n", "}"), Verdict: "unverifiable"},
 		{Name: "a newer version", Edits: one(1, `"version":1`, `"version":2`), Verdict: "unverifiable"},
+		// Issue 29 item 4: -1 is an integer, a version other than 1; a
+		// version that is not an integer is the header's fault.
+		{Name: "a negative version", Edits: one(1, `"version":1`, `"version":-1`), Verdict: "unverifiable"},
+		{Name: "a version of 2^64", Edits: one(1, `"version":1`, `"version":18446744073709551616`), Verdict: "unverifiable"},
+		{Name: "a version that is not an integer", Edits: one(1, `"version":1`, `"version":1.5`), Verdict: "not_sound", Check: CheckHeader},
+		{Name: "a version that is a string", Edits: one(1, `"version":1`, `"version":"1"`), Verdict: "not_sound", Check: CheckHeader},
 		{Name: "the statement's signature names another key", Edits: one(17, sigName, "\u2014 someone.example/disclosure "), Verdict: "unverifiable"},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -365,12 +366,12 @@ func (v *verifier) run(ctx context.Context) error {
 // header reads the first line and the checkpoint it carries. It returns
 // false when the rest of the file cannot be read as a package.
 func (v *verifier) header(line []byte) bool {
-	kind, ver, hasVer, ok := headerKind(line)
+	kind, ver, uver, ok := headerKind(line)
 	if !ok {
 		v.stop(CheckHeader, "the first line is not a package header")
 		return false
 	}
-	v.rep.Kind, v.rep.Version = kind, ver
+	v.rep.Kind, v.rep.Version = kind, uver
 	switch {
 	case kind == KindExport:
 		v.unverifiable("this is a whole export (kind " + KindExport + "), not a disclosure package: an export carries no signed checkpoint; restore it with journal restore")
@@ -383,11 +384,11 @@ func (v *verifier) header(line []byte) bool {
 	case kind != KindPackage:
 		v.unverifiable(fmt.Sprintf("not a runseal disclosure package: the first line's kind is %q", kind))
 		return false
-	case !hasVer:
-		v.stop(CheckHeader, "the header has no valid version")
+	case ver == "":
+		v.stop(CheckHeader, "the header has no integer version")
 		return false
-	case ver != Version:
-		v.unverifiable(fmt.Sprintf("package version %d is not understood by this build (it reads version %d)", ver, Version))
+	case ver != strconv.Itoa(Version):
+		v.unverifiable(fmt.Sprintf("package version %s is not understood by this build (it reads version %d)", prefix(ver), Version))
 		return false
 	}
 	h, err := parseHeader(line)
