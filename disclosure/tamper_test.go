@@ -343,3 +343,29 @@ func TestVerify_NegativeVersionIsUnverifiable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29 item 5: after the trailer, any byte is after_trailer, a line
+// over 8 MiB that the file ends inside too: the reader decides a line is
+// over 8 MiB once it has read 8,388,609 bytes of it and reads no further
+// (spec/disclosure.md 4.2 item 2), so before the trailer such a line is
+// framing, not cut.
+func TestVerify_LongCutLineAfterTrailerIsAfterTrailer(t *testing.T) {
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.A}})
+	long := bytes.Repeat([]byte("x"), MaxLine+1)
+	ls := lines(pkg)
+	for _, c := range []struct {
+		name  string
+		file  []byte
+		check string
+	}{
+		{"after the trailer, cut", append(bytes.Clone(pkg), long...), CheckAfterTrailer},
+		{"after the trailer, ended", append(append(bytes.Clone(pkg), long...), '\n'), CheckAfterTrailer},
+		{"before the trailer, cut", append(join(ls[:len(ls)-1]), long...), CheckFraming},
+	} {
+		rep := verifyBytes(t, c.file, w.k.options())
+		if rep.Verdict != NotSound || rep.Findings[0].Check != c.check {
+			t.Errorf("%s: %s, want the first finding %s", c.name, summary(rep), c.check)
+		}
+	}
+}

@@ -337,6 +337,13 @@ func (v *verifier) run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errLineTooLong):
 			v.lr.line++
+			if v.ended {
+				// Any byte after the trailer is after_trailer, however long
+				// the line and whether or not it ends: nothing is read
+				// past MaxLine to tell.
+				v.stop(CheckAfterTrailer, "a line follows the trailer")
+				return nil
+			}
 			v.stop(CheckFraming, "line longer than %d bytes", MaxLine)
 			return nil
 		case err != nil:
