@@ -231,6 +231,11 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 		// Issue 29 item 1: every line of a known key is verified, not only
 		// its first (spec/checkpoint.md 2.2).
 		{Name: "a second statement signature by the disclosure key fails", Edits: []edit{secondBadSignature(t, 17, line(17), sigName)}, Verdict: "not_sound", Check: CheckStatement},
+		// A statement signed by the journal's own key for a recipient with a
+		// control character the text defines (a bidi override) is refused as
+		// malformed: the signature alone does not make it one.
+		{Name: "the statement signed for a recipient with U+202E", Edits: []edit{resignedRecipient(t, w, 17, line(17), "auditor\u202e@regulator.example")}, Verdict: "not_sound", Check: CheckStatement},
+		{Name: "the statement signed for a recipient with U+0085", Edits: []edit{resignedRecipient(t, w, 17, line(17), "auditor\u0085@regulator.example")}, Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the statement's recipient changed", Edits: one(17, `recipient `+testRecipient, `recipient someone@else.example`), Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the trailer dropped", Edits: []edit{{Line: 17, Delete: true}}, Verdict: "unverifiable"},
 		{Name: "the final line feed dropped", Edits: one(17, "}\n", "}"), Verdict: "unverifiable"},
@@ -243,6 +248,29 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 		{Name: "a version that is a string", Edits: one(1, `"version":1`, `"version":"1"`), Verdict: "not_sound", Check: CheckHeader},
 		{Name: "the statement's signature names another key", Edits: one(17, sigName, "\u2014 someone.example/disclosure "), Verdict: "unverifiable"},
 	}
+}
+
+// resignedRecipient is the edit that replaces the statement in trailer line
+// n (text l) with the same statement for recipient, signed with the
+// journal's disclosure key: note.Sign directly, as SignStatement refuses
+// such a recipient.
+func resignedRecipient(t testing.TB, w *world, n int, l, recipient string) edit {
+	t.Helper()
+	tr, err := parseTrailer([]byte(l), KindPackageEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatement([]byte(tr.Statement[:strings.Index(tr.Statement, "\n\n")+1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Recipient = recipient
+	signed, err := note.Sign(&note.Note{Text: string(st.Marshal())}, w.k.discSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Statement = string(signed)
+	return edit{Line: n, From: l, To: string(appendTrailer(nil, KindPackageEnd, tr))}
 }
 
 // secondBadSignature is the edit that adds, after the statement's signature
