@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,9 @@ func recordRules() []rule {
 		{untilAt("2030-01-02T03:04:05z"), false, "lower-case z"},
 		{untilAt("2030-01-02T03:04:05.1234567891Z"), false, "ten fraction digits"},
 		{cancel("alice", ""), true, "a cancellation"},
+		{`{"actor":{"actor":"alice","basis":"asserted","via":"console"},"epoch":1,"kind":"RunCancelled","run":"` + run + `","seq":1,"v":1}`, true, "an actor object with another member: allowed and not read"},
+		{`{"actor":{"actor":"alice"},"epoch":1,"kind":"RunCancelled","run":"` + run + `","seq":1,"v":1}`, false, "an actor object without basis"},
+		{`{"epoch":1,"kind":"Note","run":"` + run + `","seq":0,"v":1}`, false, "seq 0"},
 		{cancel("", ""), false, "an empty actor"},
 		{cancel(strings.Repeat("a", 256), ""), true, "an actor of 256 bytes"},
 		{cancel(strings.Repeat("a", 257), ""), false, "an actor of 257 bytes"},
@@ -147,6 +151,9 @@ type change struct {
 	Edits   []edit `json:"edits"`
 	Verdict string `json:"verdict"`
 	Check   string `json:"check,omitempty"` // the first finding's check, for not_sound
+	// Checks, when given, are the checks of all the findings, each named
+	// once, in the order of its first finding (spec/disclosure.md 4.2).
+	Checks []string `json:"checks,omitempty"`
 }
 
 // edit is one change to a line of the package vector (tamper.Edit).
@@ -209,7 +216,19 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 		{Name: "the log index changed", Edits: one(2, `"index":2`, `"index":1`), Verdict: "not_sound", Check: CheckInclusion},
 		{Name: "an unsealed run's conclusion made succeeded, re-hashed", Edits: []edit{stripped}, Verdict: "not_sound", Check: CheckLeafStripped},
 		{Name: "a run block claims no records", Edits: one(12, `"records":3`, `"records":0`), Verdict: "not_sound", Check: CheckEmptyRun},
-		{Name: "a run carried twice", Edits: []edit{{Line: 16, Insert: string(join(ls[11:15]))}}, Verdict: "not_sound", Check: CheckDuplicateRun},
+		{Name: "a run carried twice", Edits: []edit{{Line: 16, Insert: string(join(ls[11:15]))}}, Verdict: "not_sound", Check: CheckDuplicateRun,
+			// The duplicate is read as any block, never selected by id
+			// (4.1 item 6), so it is carried unselected; it is counted.
+			Checks: []string{CheckDuplicateRun, CheckSelection, CheckTrailer, CheckStatement}},
+		{Name: "a sealed run block claims no records", Edits: []edit{{Line: 8, From: `"records":3`, To: `"records":0`}, {Line: 9, Delete: true}, {Line: 10, Delete: true}, {Line: 11, Delete: true}},
+			Verdict: "not_sound", Check: CheckEmptyRun, Checks: []string{CheckEmptyRun, CheckInclusion, CheckSelection, CheckCaseCount, CheckTrailer, CheckStatement}},
+		{Name: "a log index at the checkpoint's size", Edits: one(2, `"index":2`, `"index":3`), Verdict: "not_sound", Check: CheckInclusion},
+		{Name: "a log index of 2^64", Edits: one(2, `"index":2`, `"index":18446744073709551616`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "a run block's record count is negative", Edits: one(12, `"records":3`, `"records":-1`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "the checkpoint size in the header is 2^64", Edits: one(1, `"size":3`, `"size":18446744073709551616`), Verdict: "not_sound", Check: CheckHeader},
+		{Name: "a record line with no raw bytes", Edits: one(13, `"raw":`+rawOf(t, line(13)), `"raw":`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "a record line whose raw is an empty string", Edits: one(13, `"raw":`+rawOf(t, line(13)), `"raw":""`), Verdict: "not_sound", Check: CheckRecordBody},
+		{Name: "a record's seq is 0", Edits: one(13, `"seq":1`, `"seq":0`), Verdict: "not_sound", Check: CheckRecordBody},
 		{Name: "a second run claims a log index", Edits: one(8, `"index":0`, `"index":2`), Verdict: "not_sound", Check: CheckInclusion},
 		{Name: "two runs swapped", Edits: []edit{
 			{Line: 8, From: line(8), To: line(12)}, {Line: 9, From: line(9), To: line(13)}, {Line: 10, From: line(10), To: line(14)}, {Line: 11, From: line(11), To: line(15)},
@@ -227,6 +246,7 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 			{Line: 16, From: `"runs":2`, To: `"runs":1`},
 			{Line: 17, From: `"records":11,"runs":3,"sealed":2`, To: `"records":8,"runs":2,"sealed":1`},
 		}, Verdict: "not_sound", Check: CheckStatement},
+		{Name: "the statement is an empty string", Edits: one(17, statementRE.FindString(line(17)), `,"statement":""`), Verdict: "not_sound", Check: CheckFraming},
 		{Name: "the statement removed", Edits: one(17, statementRE.FindString(line(17)), ``), Verdict: "not_sound", Check: CheckStatement},
 		// Issue 29 item 1: every line of a known key is verified, not only
 		// its first (spec/checkpoint.md 2.2).
@@ -271,6 +291,16 @@ func resignedRecipient(t testing.TB, w *world, n int, l, recipient string) edit 
 	}
 	tr.Statement = string(signed)
 	return edit{Line: n, From: l, To: string(appendTrailer(nil, KindPackageEnd, tr))}
+}
+
+// rawOf is the raw bytes of record line l.
+func rawOf(t testing.TB, l string) string {
+	t.Helper()
+	_, raw, err := parseRecordLine([]byte(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }
 
 // secondBadSignature is the edit that adds, after the statement's signature
@@ -426,6 +456,17 @@ func TestVectors(t *testing.T) {
 		}
 		if c.Check != "" && (len(rep.Findings) == 0 || rep.Findings[0].Check != c.Check) {
 			t.Errorf("%s: first finding %s, want check %s", c.Name, summary(rep), c.Check)
+		}
+		if c.Checks != nil {
+			var got []string
+			for _, f := range rep.Findings {
+				if !slices.Contains(got, f.Check) {
+					got = append(got, f.Check)
+				}
+			}
+			if !slices.Equal(got, c.Checks) {
+				t.Errorf("%s: checks %v, want %v: %s", c.Name, got, c.Checks, summary(rep))
+			}
 		}
 	}
 	target := openJournal(t, "example.com/restored")
