@@ -159,7 +159,11 @@ func openStatement(n []byte, keys []note.Verifier, origin string) (Statement, []
 	if len(n) > maxStatement {
 		return Statement{}, nil, fmt.Errorf("statement is %d bytes, over %d", len(n), maxStatement)
 	}
-	i := bytes.Index(n, []byte("\n\n"))
+	// The last blank line separates the text from the signatures, as in
+	// every signed note (spec/checkpoint.md 2.1 item 2): a blank line among
+	// the signatures makes the text not a statement, never a signature
+	// block to skip.
+	i := bytes.LastIndex(n, []byte("\n\n"))
 	if i < 0 {
 		return Statement{}, nil, errors.New("statement is not a signed note")
 	}

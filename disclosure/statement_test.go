@@ -172,3 +172,22 @@ func TestParseStatement_RecipientControlCharactersAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// The statement's text ends at the note's last blank line (spec/checkpoint.md
+// 2.1 item 2): a blank line among its signature lines makes the text no
+// statement, a finding, and never hides the line after it, whoever's it is.
+func TestVerify_BlankLineAmongStatementSignaturesIsNotSound(t *testing.T) {
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.A}})
+	ls := lines(pkg)
+	tr, err := parseTrailer(bytes.TrimSuffix(ls[len(ls)-1], []byte("\n")), KindPackageEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Statement += "\n\u2014 someone.example/disclosure AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"
+	ls[len(ls)-1] = appendTrailer(nil, KindPackageEnd, tr)
+	rep := verifyBytes(t, join(ls), w.k.options())
+	if rep.Verdict != NotSound || rep.Findings[0].Check != CheckStatement {
+		t.Fatalf("a blank line among the statement's signatures: %s", summary(rep))
+	}
+}
