@@ -246,6 +246,8 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 			{Line: 16, From: `"runs":2`, To: `"runs":1`},
 			{Line: 17, From: `"records":11,"runs":3,"sealed":2`, To: `"records":8,"runs":2,"sealed":1`},
 		}, Verdict: "not_sound", Check: CheckStatement},
+		{Name: "the header's checkpoint origin is empty", Edits: one(1, `"origin":"`+testOrigin+`"`, `"origin":""`), Verdict: "not_sound", Check: CheckCheckpoint},
+		{Name: "a run block's run id is empty", Edits: one(12, `"run":"`+w.C.String()+`"`, `"run":""`), Verdict: "not_sound", Check: CheckFraming},
 		{Name: "the statement is an empty string", Edits: one(17, statementRE.FindString(line(17)), `,"statement":""`), Verdict: "not_sound", Check: CheckFraming},
 		{Name: "the statement removed", Edits: one(17, statementRE.FindString(line(17)), ``), Verdict: "not_sound", Check: CheckStatement},
 		// Issue 29 item 1: every line of a known key is verified, not only
