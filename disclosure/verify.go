@@ -77,8 +77,11 @@ type Options struct {
 	// on purpose.
 	Policy *checkpoint.Policy
 	// Disclosure are the journal's disclosure verifier keys: the package's
-	// statement must carry a valid signature by one of them, or the package
-	// is not Sound. They MUST NOT be log keys (spec/disclosure.md 2.7).
+	// statement must carry a valid signature by one of them named
+	// <checkpoint origin>/disclosure (DisclosureKeySuffix), or the package
+	// is not Sound, and every signature line by any of them must verify.
+	// Give each key once (MergeDisclosureKeys). They MUST NOT be log keys
+	// (spec/disclosure.md 2.7).
 	Disclosure []note.Verifier
 	// Progress, when set, is called with the bytes read so far, every few
 	// megabytes and at the end.
