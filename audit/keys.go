@@ -81,8 +81,9 @@ type Trust struct {
 // would make a verdict mean less than it says: a malformed key, a witness
 // key given as a log or disclosure key, a policy and witness keys both, a
 // quorum without witnesses, no log key at all, two different log keys with
-// one name (disclosure.MergeLogKeys), and a disclosure key that is a log
-// key under any name.
+// one name (disclosure.MergeLogKeys), two different disclosure keys with
+// one name (disclosure.MergeDisclosureKeys; the same key twice is one key),
+// and a disclosure key that is a log key or a witness's key under any name.
 func (k Keys) Trust() (*Trust, error) {
 	tr := &Trust{}
 	var vkeys []string
@@ -145,6 +146,12 @@ func (k Keys) Trust() (*Trust, error) {
 	if tr.Options.Policy != nil {
 		allLogs = append(allLogs, tr.Options.Policy.LogKeys()...)
 	}
+	others := slices.Clone(allLogs)
+	if tr.Options.Policy != nil {
+		for _, w := range tr.Options.Policy.Witnesses() {
+			others = append(others, w.Verifier.String())
+		}
+	}
 	for i, vk := range k.Disclosure {
 		v, err := checkpoint.NewVerifier(vk)
 		if err != nil {
@@ -153,14 +160,22 @@ func (k Keys) Trust() (*Trust, error) {
 		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
 			return nil, &KeyError{Field: FieldDisclosureKey, Index: i, Key: vk, Err: fmt.Errorf("%w: a witness (cosignature) key", disclosure.ErrKeyConflict)}
 		}
-		for _, l := range allLogs {
-			if disclosure.SameKeyMaterial(vk, l) {
-				return nil, &KeyError{Field: FieldDisclosureKey, Index: i, Key: vk, Err: fmt.Errorf(
-					"%w: the log's key; a package's statement is signed with a disclosure key of its own (journal key --disclosure)", disclosure.ErrKeyConflict)}
+		for j, o := range others {
+			if !disclosure.SameKeyMaterial(vk, o) {
+				continue
 			}
+			whose := "the log's key; a package's statement is signed with a disclosure key of its own (journal key --disclosure)"
+			if j >= len(allLogs) {
+				whose = "a witness's public key; a package's statement is signed with the journal's disclosure key, which is no witness's (journal key --disclosure)"
+			}
+			return nil, &KeyError{Field: FieldDisclosureKey, Index: i, Key: vk, Err: fmt.Errorf("%w: %s", disclosure.ErrKeyConflict, whose)}
 		}
-		tr.Options.Disclosure = append(tr.Options.Disclosure, v)
 	}
+	ds, err := disclosure.MergeDisclosureKeys(k.Disclosure)
+	if err != nil {
+		return nil, &KeyError{Field: FieldDisclosureKey, Index: -1, Err: err}
+	}
+	tr.Options.Disclosure = ds
 	return tr, nil
 }
 

@@ -52,6 +52,7 @@ func TestKeysTrust(t *testing.T) {
 		index      int
 		conflict   bool // the error also matches disclosure.ErrKeyConflict
 		wantInText string
+		discKeys   int // disclosure keys kept when not len(keys.Disclosure)
 	}{
 		{name: "witnesses", keys: Keys{Logs: []string{k.log}, Witnesses: []string{k.w1, k.w2}, Disclosure: []string{k.disc}}},
 		{name: "policy", keys: Keys{Policy: policy, Disclosure: []string{k.disc}}},
@@ -68,6 +69,14 @@ func TestKeysTrust(t *testing.T) {
 		{name: "disclosure key is the log key", keys: Keys{Logs: []string{k.log}, Disclosure: []string{k.log}}, field: FieldDisclosureKey, index: 0, conflict: true},
 		{name: "disclosure key is the policy's log key renamed", keys: Keys{Policy: policy, Disclosure: []string{renamed(t, k.log)}}, field: FieldDisclosureKey, index: 0, conflict: true},
 		{name: "witness key as disclosure key", keys: Keys{Logs: []string{k.log}, Disclosure: []string{k.w2}}, field: FieldDisclosureKey, index: 0, conflict: true},
+		// Issue 29 item 2: one key given twice is one key, not an ambiguity
+		// that fails the package; another key under its name and ID is the
+		// caller's mistake.
+		{name: "disclosure key given twice", keys: Keys{Policy: policy, Disclosure: []string{k.disc, k.disc}}, discKeys: 1},
+		// (The key ID is a hash of the name and key, so the second is refused
+		// as malformed before it could be held beside the first.)
+		{name: "two disclosure keys, one name and key ID", keys: Keys{Policy: policy, Disclosure: []string{k.disc, sameName(k.log2, k.disc)}}, field: FieldDisclosureKey, index: 1, wantInText: "key ID"},
+		{name: "disclosure key is a witness's key as a note key", keys: Keys{Policy: policy, Disclosure: []string{asNoteKey(t, k.w1)}}, field: FieldDisclosureKey, index: 0, conflict: true, wantInText: "witness"},
 		{name: "malformed disclosure key", keys: Keys{Logs: []string{k.log}, Disclosure: []string{"x+y+z"}}, field: FieldDisclosureKey, index: 0},
 	}
 	for _, tt := range tests {
@@ -80,8 +89,12 @@ func TestKeysTrust(t *testing.T) {
 				if len(tr.Options.Logs)+len(tr.Options.Policy.Logs()) == 0 || tr.Options.Policy == nil || tr.PolicyText == "" {
 					t.Fatalf("Trust = %+v: want log keys and a policy", tr)
 				}
-				if len(tr.Options.Disclosure) != len(tt.keys.Disclosure) {
-					t.Fatalf("%d disclosure keys, want %d", len(tr.Options.Disclosure), len(tt.keys.Disclosure))
+				want := len(tt.keys.Disclosure)
+				if tt.discKeys != 0 {
+					want = tt.discKeys
+				}
+				if len(tr.Options.Disclosure) != want {
+					t.Fatalf("%d disclosure keys, want %d", len(tr.Options.Disclosure), want)
 				}
 				return
 			}
@@ -100,6 +113,19 @@ func TestKeysTrust(t *testing.T) {
 			}
 		})
 	}
+}
+
+// asNoteKey is a cosignature/v1 verifier key's public key as an Ed25519
+// note key (type 0x01), under another name: the same key material.
+func asNoteKey(t testing.TB, cosigner string) string {
+	t.Helper()
+	parts := strings.SplitN(cosigner, "+", 3)
+	key, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key[0] = 0x01
+	return renamed(t, parts[0]+"+"+parts[1]+"+"+base64.StdEncoding.EncodeToString(key))
 }
 
 // renamed is vkey under another name, with the key ID that name gives it

@@ -91,6 +91,11 @@ func FuzzOpen(f *testing.F) {
 	known := note.VerifierList(fk.known...)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		s, err := Open(msg, known)
+		// OpenNote is Open without the body: what Open accepts, it accepts
+		// with the same text and signatures.
+		if text, sigs, nerr := OpenNote(msg, known); err == nil && (nerr != nil || !bytes.Equal(text, s.Text()) || !slices.Equal(sigs, s.Signatures())) {
+			t.Fatalf("Open accepted, OpenNote = %v (%d signatures)", nerr, len(sigs))
+		}
 		ev, everr := fk.policy.Evaluate(msg)
 		vs, verr := fk.policy.Verify(msg, fk.logV)
 		if verr == nil {

@@ -234,6 +234,33 @@ func Open(msg []byte, known note.Verifiers) (*Signed, error) {
 	return &Signed{cp: cp, text: text, sigs: sigs}, nil
 }
 
+// OpenNote checks any signed note's framing (spec/checkpoint.md section 2.1
+// items 1 to 4) and verifies its signature lines against known exactly as
+// Open does (section 2.2: every line of a known key, not only its first), but
+// does not read its text: it is for signed notes that are not checkpoints,
+// such as a disclosure statement, whose caller parses the text itself. It
+// returns the text (ending in a newline) and the signatures that verified,
+// one per key, in note order; a failing line of a known key is a
+// *SignatureError, and no verified line is ErrUnverified.
+func OpenNote(msg []byte, known note.Verifiers) ([]byte, []note.Signature, error) {
+	text, lines, err := splitNote(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	vs, err := verifyLines(text, lines, known)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(vs) == 0 {
+		return nil, nil, fmt.Errorf("%w: none of %d signatures is from a known key", ErrUnverified, len(lines))
+	}
+	sigs := make([]note.Signature, len(vs))
+	for i, v := range vs {
+		sigs[i] = v.sig
+	}
+	return text, sigs, nil
+}
+
 // NoteOrigin returns the origin of the checkpoint in a signed note, checking
 // the note's framing and body but no signature. It exists so that a verifier
 // can pick the keys for that origin before calling Open; nothing else about

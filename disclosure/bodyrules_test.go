@@ -77,3 +77,43 @@ func TestVerify_BodyRulesRehashedChain(t *testing.T) {
 		}
 	}
 }
+
+// Issue 29 item 3: spec/records.md section 5 checks until, when present,
+// whatever awaiting says, and "" is not a timestamp: a suspension awaiting
+// an event with "until":"" is a record_body finding, as any other until
+// outside the timestamp profile is.
+func TestVerify_SuspendedEventWithEmptyUntilIsRecordBody(t *testing.T) {
+	const run = "01JC000000000000000000000A"
+	body := func(until string) []byte {
+		return []byte(`{"awaiting":"event","epoch":1,"event":"approval","kind":"RunSuspended","run":"` + run + `","seq":1` + until + `,"v":1}`)
+	}
+	if _, _, err := decodeRecordBody(body("")); err != nil {
+		t.Fatalf("awaiting event without until: %v", err)
+	}
+	if _, _, err := decodeRecordBody(body(`,"until":"2030-01-02T03:04:05Z"`)); err != nil {
+		t.Fatalf("awaiting event with a deadline: %v", err)
+	}
+	if _, _, err := decodeRecordBody(body(`,"until":""`)); err == nil {
+		t.Fatal(`awaiting event with "until":"" decodes`)
+	}
+	// In a package, the last record re-hashed so that only the body rule
+	// can tell; the statement then differs too, but the body comes first.
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.C}})
+	opts := w.k.options()
+	const concl = `"epoch":3,"kind":"RunConcluded","outcome":"failed","run":"01JC000000000000000000000C","seq":3,"v":1`
+	const susp = `"awaiting":"event","epoch":3,"event":"approval","kind":"RunSuspended","run":"01JC000000000000000000000C","seq":3`
+	for _, c := range []struct {
+		until string
+		first string
+	}{
+		{``, CheckStatement},
+		{`,"until":"2030-01-02T03:04:05Z"`, CheckStatement},
+		{`,"until":""`, CheckRecordBody},
+	} {
+		rep := verifyBytes(t, rehashLast(t, pkg, w.C, concl, susp+c.until+`,"v":1`), opts)
+		if rep.Verdict != NotSound || rep.Findings[0].Check != c.first {
+			t.Errorf("until %q: %s, want the first finding %s", c.until, summary(rep), c.first)
+		}
+	}
+}

@@ -754,23 +754,26 @@ func marshalHeader(h *header) ([]byte, error) {
 
 // headerKind reads just the kind and version of a first line, so that a
 // file of another kind or a newer version is told apart from a damaged one.
-// ok is false if the line is not a JSON object with a string kind.
-func headerKind(line []byte) (kind string, version uint64, hasVersion, ok bool) {
+// ok is false if the line is not a JSON object with a string kind. version
+// is the version's canonical number (spec/records.md section 3) when that
+// is an integer, of any sign and magnitude (-1 and 2^64 are integers, and
+// versions this build does not read), and "" otherwise; uversion is it as
+// a uint64 when it is one.
+func headerKind(line []byte) (kind, version string, uversion uint64, ok bool) {
 	v, err := canon.Parse(line)
 	if err != nil || v.Kind != canon.Object {
-		return "", 0, false, false
+		return "", "", 0, false
 	}
 	k, found := v.Get("kind")
 	if !found || k.Kind != canon.String {
-		return "", 0, false, false
+		return "", "", 0, false
 	}
 	ver, found := v.Get("version")
-	if found && ver.IsInteger() && ver.Str[0] != '-' {
-		if n, err := strconv.ParseUint(ver.Str, 10, 64); err == nil {
-			return k.Str, n, true, true
-		}
+	if !found || !ver.IsInteger() {
+		return k.Str, "", 0, true
 	}
-	return k.Str, 0, false, true
+	n, _ := strconv.ParseUint(ver.Str, 10, 64)
+	return k.Str, ver.Str, n, true
 }
 
 // parseHeader parses a header line (without its newline) of a known kind

@@ -164,6 +164,6 @@ func FuzzParseStatement(f *testing.F) {
 				t.Fatalf("ParseStatement(%q) re-marshals as %q", b, got)
 			}
 		}
-		openStatement(b, []note.Verifier{k.discV})
+		openStatement(b, []note.Verifier{k.discV}, testOrigin)
 	})
 }

@@ -37,15 +37,12 @@ func (e *KeyConflictError) Unwrap() error { return ErrKeyConflict }
 // witness key given as a log key; a malformed key is an error naming it.
 // This is the one place both the auditor and journal disclose merge keys.
 func MergeLogKeys(vkeys []string, policy *checkpoint.Policy) ([]note.Verifier, error) {
-	type known struct{ name, hash string }
-	seen := map[known][]byte{}
+	seen := keySet{}
 	if policy != nil {
 		for _, k := range policy.LogKeys() {
-			n, h, key, err := splitVKey(k)
-			if err != nil {
+			if _, err := seen.add("log", k); err != nil {
 				return nil, err
 			}
-			seen[known{n, h}] = key
 		}
 	}
 	var out []note.Verifier
@@ -57,20 +54,68 @@ func MergeLogKeys(vkeys []string, policy *checkpoint.Policy) ([]note.Verifier, e
 		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
 			return nil, &KeyConflictError{Detail: fmt.Sprintf("%s+%08x is a witness (cosignature) key, given as a log key", v.Name(), v.KeyHash())}
 		}
-		n, h, key, err := splitVKey(k)
-		if err != nil {
-			return nil, err
-		}
-		if prev, ok := seen[known{n, h}]; ok {
-			if !bytes.Equal(prev, key) {
-				return nil, &KeyConflictError{Detail: fmt.Sprintf("two different log keys are named %s+%s", n, h)}
+		if fresh, err := seen.add("log", k); err != nil || !fresh {
+			if err != nil {
+				return nil, err
 			}
 			continue // the same key, given twice: one key
 		}
-		seen[known{n, h}] = key
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// MergeDisclosureKeys returns the verifiers for the disclosure keys vkeys,
+// each key once: the same key given twice is one key, as a log key is
+// (spec/disclosure.md section 4), since a verifier that held it twice
+// could not tell which of two equal keys a signature line names. Two
+// different keys with one name and key ID are a *KeyConflictError (the
+// caller's mistake, a usage error, never a finding about a package), as
+// is a witness key; a malformed key is an error naming it.
+func MergeDisclosureKeys(vkeys []string) ([]note.Verifier, error) {
+	seen := keySet{}
+	var out []note.Verifier
+	for _, k := range vkeys {
+		v, err := checkpoint.NewVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("disclosure key %q: %w", prefix(k), err)
+		}
+		if _, ok := v.(*checkpoint.CosignatureVerifier); ok {
+			return nil, &KeyConflictError{Detail: fmt.Sprintf("%s+%08x is a witness (cosignature) key, given as a disclosure key", v.Name(), v.KeyHash())}
+		}
+		fresh, err := seen.add("disclosure", k)
+		if err != nil {
+			return nil, err
+		}
+		if fresh {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// keySet holds verifier keys by name and key ID: what a signature line
+// names. One key given twice is held once; two different public keys under
+// one name and key ID cannot both be meant.
+type keySet map[[2]string][]byte
+
+// add adds vkey (a key of the kind named in messages) and reports whether
+// it was new; the same name and key ID over another key is a
+// *KeyConflictError.
+func (s keySet) add(kind, vkey string) (bool, error) {
+	n, h, key, err := splitVKey(vkey)
+	if err != nil {
+		return false, err
+	}
+	id := [2]string{n, h}
+	if prev, ok := s[id]; ok {
+		if !bytes.Equal(prev, key) {
+			return false, &KeyConflictError{Detail: fmt.Sprintf("two different %s keys are named %s+%s", kind, n, h)}
+		}
+		return false, nil
+	}
+	s[id] = key
+	return true, nil
 }
 
 // SameKeyMaterial reports whether two verifier keys carry the same public

@@ -826,14 +826,14 @@ func (s *exportScanner) scan(ctx context.Context, r io.Reader) (*header, trailer
 	if err != nil {
 		return nil, trailer{}, [32]byte{}, err
 	}
-	kind, ver, _, ok := headerKind(line)
+	kind, ver, uver, ok := headerKind(line)
 	switch {
 	case !ok:
 		return nil, trailer{}, [32]byte{}, fail("the first line is not an export header")
 	case kind == KindPackage:
 		return nil, trailer{}, [32]byte{}, fmt.Errorf("%w: a disclosure package carries a selection, not a journal, and is never restored", ErrNotAnExport)
-	case kind != KindExport || ver != Version:
-		return nil, trailer{}, [32]byte{}, &UnknownFormatError{Kind: kind, Version: ver}
+	case kind != KindExport || ver != strconv.Itoa(Version):
+		return nil, trailer{}, [32]byte{}, &UnknownFormatError{Kind: kind, Version: uver}
 	}
 	hdr, err := parseHeader(line)
 	if err != nil {

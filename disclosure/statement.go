@@ -3,7 +3,6 @@ package disclosure
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/runseal/runseal/checkpoint"
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
 )
@@ -147,16 +147,23 @@ type StatementReport struct {
 	Verified bool `json:"verified"`
 }
 
-// openStatement opens a signed statement with the disclosure keys. It
-// returns the statement text's parse (when the note's framing allows) and
-// the keys that verified; errs says what failed: a finding (malformed,
-// invalid signature) or, wrapped in errNoDisclosureKey, that no given key
-// signed it.
-func openStatement(n []byte, keys []note.Verifier) (Statement, []string, error) {
+// openStatement opens a signed statement with the disclosure keys, for a
+// package whose checkpoint has origin. It returns the statement text's parse
+// (when the note's framing allows) and the keys that verified; errs says
+// what failed: a finding (malformed, a failing line of any given key, its
+// first line or a later one) or, wrapped in errNoDisclosureKey, that no given
+// key named origin + DisclosureKeySuffix signed it. The note is a signed note
+// of spec/checkpoint.md section 2, opened by checkpoint.OpenNote as a
+// checkpoint's note is, so both read signature lines by the same rules.
+func openStatement(n []byte, keys []note.Verifier, origin string) (Statement, []string, error) {
 	if len(n) > maxStatement {
 		return Statement{}, nil, fmt.Errorf("statement is %d bytes, over %d", len(n), maxStatement)
 	}
-	i := bytes.Index(n, []byte("\n\n"))
+	// The last blank line separates the text from the signatures, as in
+	// every signed note (spec/checkpoint.md 2.1 item 2): a blank line among
+	// the signatures makes the text not a statement, never a signature
+	// block to skip.
+	i := bytes.LastIndex(n, []byte("\n\n"))
 	if i < 0 {
 		return Statement{}, nil, errors.New("statement is not a signed note")
 	}
@@ -164,51 +171,26 @@ func openStatement(n []byte, keys []note.Verifier) (Statement, []string, error) 
 	if err != nil {
 		return st, nil, err
 	}
-	if err := strictSignatures(n[i+2:]); err != nil {
-		return st, nil, err
-	}
-	if len(keys) == 0 {
-		return st, nil, fmt.Errorf("%w: the statement's signature was not checked", errNoDisclosureKey)
-	}
-	m, err := note.Open(n, note.VerifierList(keys...))
-	var unv *note.UnverifiedNoteError
+	_, sigs, err := checkpoint.OpenNote(n, note.VerifierList(keys...))
 	switch {
-	case errors.As(err, &unv):
+	case errors.Is(err, checkpoint.ErrUnverified) && len(keys) == 0:
+		return st, nil, fmt.Errorf("%w: the statement's signature was not checked", errNoDisclosureKey)
+	case errors.Is(err, checkpoint.ErrUnverified):
 		return st, nil, fmt.Errorf("%w: no given disclosure key signed the statement", errNoDisclosureKey)
 	case err != nil:
-		return st, nil, fmt.Errorf("the statement does not verify: %v", err)
+		return st, nil, fmt.Errorf("the statement does not verify: %w", err)
 	}
+	name := origin + DisclosureKeySuffix
 	var who []string
-	for _, s := range m.Sigs {
-		who = append(who, fmt.Sprintf("%s+%08x", s.Name, s.Hash))
+	for _, s := range sigs {
+		if s.Name == name {
+			who = append(who, fmt.Sprintf("%s+%08x", s.Name, s.Hash))
+		}
+	}
+	if len(who) == 0 {
+		return st, nil, fmt.Errorf("%w: no given disclosure key named %s signed the statement (a statement counts only under the key named for its checkpoint's origin)", errNoDisclosureKey, name)
 	}
 	return st, who, nil
-}
-
-// strictSignatures holds a note's signature lines to one spelling: x/mod's
-// note reader decodes base64 leniently (the unused low bits of the last
-// character are ignored), so without this a statement would have several
-// spellings, all verifying, and a package several SHA-256s.
-func strictSignatures(block []byte) error {
-	if len(block) == 0 || block[len(block)-1] != '\n' {
-		return errors.New("the statement's signature block does not end in a line feed")
-	}
-	for _, l := range strings.Split(string(block[:len(block)-1]), "\n") {
-		rest, ok := strings.CutPrefix(l, "\u2014 ")
-		if !ok {
-			return errors.New("the statement's signature block holds a line that is not a signature")
-		}
-		sp := strings.IndexByte(rest, ' ')
-		if sp < 0 {
-			return errors.New("the statement holds a malformed signature line")
-		}
-		b64 := rest[sp+1:]
-		raw, err := base64.StdEncoding.Strict().DecodeString(b64)
-		if err != nil || base64.StdEncoding.EncodeToString(raw) != b64 {
-			return errors.New("the statement holds a signature that is not canonical base64")
-		}
-	}
-	return nil
 }
 
 // errNoDisclosureKey marks a statement no given key could check: that

@@ -138,3 +138,56 @@ func TestMergeLogKeys(t *testing.T) {
 		t.Fatal("SameKeyMaterial")
 	}
 }
+
+// spec/disclosure.md 2.7 item 1: a recipient holds no character of
+// category Cc and no bidi control. U+0085 and U+202E were accepted.
+func TestParseStatement_RecipientControlCharactersAreRefused(t *testing.T) {
+	st := Statement{Checkpoint: store.Checkpoint{Origin: testOrigin, Size: 1}, Recipient: "x"}
+	for _, c := range []struct {
+		recipient string
+		ok        bool
+	}{
+		{"auditor@regulator.example", true},
+		{"Prüferin Ω 監査", true},
+		{"a\u200db", true}, // a zero-width joiner is a format character, not a control
+		{"a\u0007b", false},
+		{"a\u007fb", false},
+		{"a\u0085b", false},
+		{"a\u009fb", false},
+		{"a\u061cb", false},
+		{"a\u200eb", false},
+		{"a\u200fb", false},
+		{"a\u202ab", false},
+		{"a\u202eb", false},
+		{"a\u2066b", false},
+		{"a\u2069b", false},
+	} {
+		st.Recipient = c.recipient
+		_, err := ParseStatement(st.Marshal())
+		if (err == nil) != c.ok {
+			t.Errorf("recipient %q: ParseStatement error %v, want ok %v", c.recipient, err, c.ok)
+		}
+		if _, err := SignStatement(st, newKeys(t, testOrigin, 1).discSigner); (err == nil) != c.ok {
+			t.Errorf("recipient %q: SignStatement error %v, want ok %v", c.recipient, err, c.ok)
+		}
+	}
+}
+
+// The statement's text ends at the note's last blank line (spec/checkpoint.md
+// 2.1 item 2): a blank line among its signature lines makes the text no
+// statement, a finding, and never hides the line after it, whoever's it is.
+func TestVerify_BlankLineAmongStatementSignaturesIsNotSound(t *testing.T) {
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.A}})
+	ls := lines(pkg)
+	tr, err := parseTrailer(bytes.TrimSuffix(ls[len(ls)-1], []byte("\n")), KindPackageEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Statement += "\n\u2014 someone.example/disclosure AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"
+	ls[len(ls)-1] = appendTrailer(nil, KindPackageEnd, tr)
+	rep := verifyBytes(t, join(ls), w.k.options())
+	if rep.Verdict != NotSound || rep.Findings[0].Check != CheckStatement {
+		t.Fatalf("a blank line among the statement's signatures: %s", summary(rep))
+	}
+}

@@ -316,3 +316,56 @@ func TestTamperSampledLarge(t *testing.T) {
 	}
 	t.Logf("%d-byte package, %d lines: sampled changes all refused", len(pkg), len(ls))
 }
+
+// Issue 29 item 4: spec/disclosure.md 4.2 item 1 makes a non-integer
+// version header and any integer version other than 1 unverifiable; -1
+// and 2^64 are integers (the canonical number of records.md section 3 is
+// an integer literal), so they are versions this build does not read, not
+// damaged headers.
+func TestVerify_NegativeVersionIsUnverifiable(t *testing.T) {
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.A}})
+	for _, c := range []struct {
+		version string
+		verdict Verdict
+	}{
+		{`-1`, Unverifiable},
+		{`-0`, Unverifiable},
+		{`18446744073709551616`, Unverifiable},
+		{`2`, Unverifiable},
+		{`1.5`, NotSound},
+		{`"1"`, NotSound},
+		{`null`, NotSound},
+	} {
+		rep := verifyBytes(t, bytes.Replace(pkg, []byte(`"version":1}`), []byte(`"version":`+c.version+`}`), 1), w.k.options())
+		if rep.Verdict != c.verdict || (c.verdict == NotSound && rep.Findings[0].Check != CheckHeader) {
+			t.Errorf("version %s: %s, want %s", c.version, summary(rep), c.verdict)
+		}
+	}
+}
+
+// Issue 29 item 5: after the trailer, any byte is after_trailer, a line
+// over 8 MiB that the file ends inside too: the reader decides a line is
+// over 8 MiB once it has read 8,388,609 bytes of it and reads no further
+// (spec/disclosure.md 4.2 item 2), so before the trailer such a line is
+// framing, not cut.
+func TestVerify_LongCutLineAfterTrailerIsAfterTrailer(t *testing.T) {
+	w := newWorld(t)
+	pkg := w.pkg(t, Selection{Runs: []store.RunID{w.A}})
+	long := bytes.Repeat([]byte("x"), MaxLine+1)
+	ls := lines(pkg)
+	for _, c := range []struct {
+		name  string
+		file  []byte
+		check string
+	}{
+		{"after the trailer, cut", append(bytes.Clone(pkg), long...), CheckAfterTrailer},
+		{"after the trailer, ended", append(append(bytes.Clone(pkg), long...), '\n'), CheckAfterTrailer},
+		{"before the trailer, cut", append(join(ls[:len(ls)-1]), long...), CheckFraming},
+	} {
+		rep := verifyBytes(t, c.file, w.k.options())
+		if rep.Verdict != NotSound || rep.Findings[0].Check != c.check {
+			t.Errorf("%s: %s, want the first finding %s", c.name, summary(rep), c.check)
+		}
+	}
+}

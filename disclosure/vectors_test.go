@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +99,8 @@ func recordRules() []rule {
 		{`{"awaiting":"event","epoch":1,"event":"","kind":"RunSuspended","run":"` + run + `","seq":1,"v":1}`, false, "awaiting event with an empty event"},
 		{`{"awaiting":"event","epoch":1,"event":"approval","kind":"RunSuspended","run":"` + run + `","seq":1,"v":1}`, true, "awaiting event"},
 		{susp(`"awaiting":"time",`), false, "awaiting time without until"},
+		{`{"awaiting":"event","epoch":1,"event":"approval","kind":"RunSuspended","run":"` + run + `","seq":1,"until":"","v":1}`, false, "awaiting event with an empty until: a present until is a timestamp whatever awaiting says"},
+		{`{"awaiting":"time","epoch":1,"event":"","kind":"RunSuspended","run":"` + run + `","seq":1,"until":"2030-01-02T03:04:05Z","v":1}`, true, "awaiting time with an empty event: event is held only to its length under time"},
 		{untilAt("2030-01-02T03:04:05Z"), true, "until in the profile"},
 		{untilAt("2030-01-02T03:04:05.123456789+23:59"), true, "nine fraction digits and offset +23:59"},
 		{untilAt("2030-01-02T03:04:05+24:00"), false, "offset +24:00"},
@@ -106,6 +110,9 @@ func recordRules() []rule {
 		{untilAt("2030-01-02T03:04:05z"), false, "lower-case z"},
 		{untilAt("2030-01-02T03:04:05.1234567891Z"), false, "ten fraction digits"},
 		{cancel("alice", ""), true, "a cancellation"},
+		{`{"actor":{"actor":"alice","basis":"asserted","via":"console"},"epoch":1,"kind":"RunCancelled","run":"` + run + `","seq":1,"v":1}`, true, "an actor object with another member: allowed and not read"},
+		{`{"actor":{"actor":"alice"},"epoch":1,"kind":"RunCancelled","run":"` + run + `","seq":1,"v":1}`, false, "an actor object without basis"},
+		{`{"epoch":1,"kind":"Note","run":"` + run + `","seq":0,"v":1}`, false, "seq 0"},
 		{cancel("", ""), false, "an empty actor"},
 		{cancel(strings.Repeat("a", 256), ""), true, "an actor of 256 bytes"},
 		{cancel(strings.Repeat("a", 257), ""), false, "an actor of 257 bytes"},
@@ -144,6 +151,9 @@ type change struct {
 	Edits   []edit `json:"edits"`
 	Verdict string `json:"verdict"`
 	Check   string `json:"check,omitempty"` // the first finding's check, for not_sound
+	// Checks, when given, are the checks of all the findings, each named
+	// once, in the order of its first finding (spec/disclosure.md 4.2).
+	Checks []string `json:"checks,omitempty"`
 }
 
 // edit is one change to a line of the package vector (tamper.Edit).
@@ -206,7 +216,19 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 		{Name: "the log index changed", Edits: one(2, `"index":2`, `"index":1`), Verdict: "not_sound", Check: CheckInclusion},
 		{Name: "an unsealed run's conclusion made succeeded, re-hashed", Edits: []edit{stripped}, Verdict: "not_sound", Check: CheckLeafStripped},
 		{Name: "a run block claims no records", Edits: one(12, `"records":3`, `"records":0`), Verdict: "not_sound", Check: CheckEmptyRun},
-		{Name: "a run carried twice", Edits: []edit{{Line: 16, Insert: string(join(ls[11:15]))}}, Verdict: "not_sound", Check: CheckDuplicateRun},
+		{Name: "a run carried twice", Edits: []edit{{Line: 16, Insert: string(join(ls[11:15]))}}, Verdict: "not_sound", Check: CheckDuplicateRun,
+			// The duplicate is read as any block, never selected by id
+			// (4.1 item 6), so it is carried unselected; it is counted.
+			Checks: []string{CheckDuplicateRun, CheckSelection, CheckTrailer, CheckStatement}},
+		{Name: "a sealed run block claims no records", Edits: []edit{{Line: 8, From: `"records":3`, To: `"records":0`}, {Line: 9, Delete: true}, {Line: 10, Delete: true}, {Line: 11, Delete: true}},
+			Verdict: "not_sound", Check: CheckEmptyRun, Checks: []string{CheckEmptyRun, CheckInclusion, CheckSelection, CheckCaseCount, CheckTrailer, CheckStatement}},
+		{Name: "a log index at the checkpoint's size", Edits: one(2, `"index":2`, `"index":3`), Verdict: "not_sound", Check: CheckInclusion},
+		{Name: "a log index of 2^64", Edits: one(2, `"index":2`, `"index":18446744073709551616`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "a run block's record count is negative", Edits: one(12, `"records":3`, `"records":-1`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "the checkpoint size in the header is 2^64", Edits: one(1, `"size":3`, `"size":18446744073709551616`), Verdict: "not_sound", Check: CheckHeader},
+		{Name: "a record line with no raw bytes", Edits: one(13, `"raw":`+rawOf(t, line(13)), `"raw":`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "a record line whose raw is an empty string", Edits: one(13, `"raw":`+rawOf(t, line(13)), `"raw":""`), Verdict: "not_sound", Check: CheckRecordBody},
+		{Name: "a record's seq is 0", Edits: one(13, `"seq":1`, `"seq":0`), Verdict: "not_sound", Check: CheckRecordBody},
 		{Name: "a second run claims a log index", Edits: one(8, `"index":0`, `"index":2`), Verdict: "not_sound", Check: CheckInclusion},
 		{Name: "two runs swapped", Edits: []edit{
 			{Line: 8, From: line(8), To: line(12)}, {Line: 9, From: line(9), To: line(13)}, {Line: 10, From: line(10), To: line(14)}, {Line: 11, From: line(11), To: line(15)},
@@ -224,13 +246,84 @@ func vectorChanges(t testing.TB, w *world, pkg []byte) []change {
 			{Line: 16, From: `"runs":2`, To: `"runs":1`},
 			{Line: 17, From: `"records":11,"runs":3,"sealed":2`, To: `"records":8,"runs":2,"sealed":1`},
 		}, Verdict: "not_sound", Check: CheckStatement},
+		{Name: "the header's checkpoint origin is empty", Edits: one(1, `"origin":"`+testOrigin+`"`, `"origin":""`), Verdict: "not_sound", Check: CheckCheckpoint},
+		{Name: "a run block's run id is empty", Edits: one(12, `"run":"`+w.C.String()+`"`, `"run":""`), Verdict: "not_sound", Check: CheckFraming},
+		{Name: "the statement is an empty string", Edits: one(17, statementRE.FindString(line(17)), `,"statement":""`), Verdict: "not_sound", Check: CheckFraming},
 		{Name: "the statement removed", Edits: one(17, statementRE.FindString(line(17)), ``), Verdict: "not_sound", Check: CheckStatement},
+		// Issue 29 item 1: every line of a known key is verified, not only
+		// its first (spec/checkpoint.md 2.2).
+		{Name: "a second statement signature by the disclosure key fails", Edits: []edit{secondBadSignature(t, 17, line(17), sigName)}, Verdict: "not_sound", Check: CheckStatement},
+		// A statement signed by the journal's own key for a recipient with a
+		// control character the text defines (a bidi override) is refused as
+		// malformed: the signature alone does not make it one.
+		{Name: "the statement signed for a recipient with U+202E", Edits: []edit{resignedRecipient(t, w, 17, line(17), "auditor\u202e@regulator.example")}, Verdict: "not_sound", Check: CheckStatement},
+		{Name: "the statement signed for a recipient with U+0085", Edits: []edit{resignedRecipient(t, w, 17, line(17), "auditor\u0085@regulator.example")}, Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the statement's recipient changed", Edits: one(17, `recipient `+testRecipient, `recipient someone@else.example`), Verdict: "not_sound", Check: CheckStatement},
 		{Name: "the trailer dropped", Edits: []edit{{Line: 17, Delete: true}}, Verdict: "unverifiable"},
 		{Name: "the final line feed dropped", Edits: one(17, "}\n", "}"), Verdict: "unverifiable"},
 		{Name: "a newer version", Edits: one(1, `"version":1`, `"version":2`), Verdict: "unverifiable"},
+		// Issue 29 item 4: -1 is an integer, a version other than 1; a
+		// version that is not an integer is the header's fault.
+		{Name: "a negative version", Edits: one(1, `"version":1`, `"version":-1`), Verdict: "unverifiable"},
+		{Name: "a version of 2^64", Edits: one(1, `"version":1`, `"version":18446744073709551616`), Verdict: "unverifiable"},
+		{Name: "a version that is not an integer", Edits: one(1, `"version":1`, `"version":1.5`), Verdict: "not_sound", Check: CheckHeader},
+		{Name: "a version that is a string", Edits: one(1, `"version":1`, `"version":"1"`), Verdict: "not_sound", Check: CheckHeader},
 		{Name: "the statement's signature names another key", Edits: one(17, sigName, "\u2014 someone.example/disclosure "), Verdict: "unverifiable"},
 	}
+}
+
+// resignedRecipient is the edit that replaces the statement in trailer line
+// n (text l) with the same statement for recipient, signed with the
+// journal's disclosure key: note.Sign directly, as SignStatement refuses
+// such a recipient.
+func resignedRecipient(t testing.TB, w *world, n int, l, recipient string) edit {
+	t.Helper()
+	tr, err := parseTrailer([]byte(l), KindPackageEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ParseStatement([]byte(tr.Statement[:strings.Index(tr.Statement, "\n\n")+1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Recipient = recipient
+	signed, err := note.Sign(&note.Note{Text: string(st.Marshal())}, w.k.discSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Statement = string(signed)
+	return edit{Line: n, From: l, To: string(appendTrailer(nil, KindPackageEnd, tr))}
+}
+
+// rawOf is the raw bytes of record line l.
+func rawOf(t testing.TB, l string) string {
+	t.Helper()
+	_, raw, err := parseRecordLine([]byte(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// secondBadSignature is the edit that adds, after the statement's signature
+// line by sigName in trailer line n (text l), a second line by the same key
+// whose signature has its last byte changed: a line of a known key that
+// fails, after one that verifies.
+func secondBadSignature(t testing.TB, n int, l, sigName string) edit {
+	t.Helper()
+	i := strings.Index(l, sigName)
+	if i < 0 {
+		t.Fatalf("line %d has no signature by %q", n, sigName)
+	}
+	rest := l[i+len(sigName):]
+	b64 := rest[:strings.Index(rest, `\n`)]
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1
+	bad := base64.StdEncoding.EncodeToString(raw)
+	return edit{Line: n, From: sigName + b64 + `\n"}`, To: sigName + b64 + `\n` + sigName + bad + `\n"}`}
 }
 
 var statementRE = regexp.MustCompile(`,"statement":"[^"]*"`)
@@ -365,6 +458,17 @@ func TestVectors(t *testing.T) {
 		}
 		if c.Check != "" && (len(rep.Findings) == 0 || rep.Findings[0].Check != c.Check) {
 			t.Errorf("%s: first finding %s, want check %s", c.Name, summary(rep), c.Check)
+		}
+		if c.Checks != nil {
+			var got []string
+			for _, f := range rep.Findings {
+				if !slices.Contains(got, f.Check) {
+					got = append(got, f.Check)
+				}
+			}
+			if !slices.Equal(got, c.Checks) {
+				t.Errorf("%s: checks %v, want %v: %s", c.Name, got, c.Checks, summary(rep))
+			}
 		}
 	}
 	target := openJournal(t, "example.com/restored")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,8 +77,11 @@ type Options struct {
 	// on purpose.
 	Policy *checkpoint.Policy
 	// Disclosure are the journal's disclosure verifier keys: the package's
-	// statement must carry a valid signature by one of them, or the package
-	// is not Sound. They MUST NOT be log keys (spec/disclosure.md 2.7).
+	// statement must carry a valid signature by one of them named
+	// <checkpoint origin>/disclosure (DisclosureKeySuffix), or the package
+	// is not Sound, and every signature line by any of them must verify.
+	// Give each key once (MergeDisclosureKeys). They MUST NOT be log keys
+	// (spec/disclosure.md 2.7).
 	Disclosure []note.Verifier
 	// Progress, when set, is called with the bytes read so far, every few
 	// megabytes and at the end.
@@ -336,6 +340,13 @@ func (v *verifier) run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errLineTooLong):
 			v.lr.line++
+			if v.ended {
+				// Any byte after the trailer is after_trailer, however long
+				// the line and whether or not it ends: nothing is read
+				// past MaxLine to tell.
+				v.stop(CheckAfterTrailer, "a line follows the trailer")
+				return nil
+			}
 			v.stop(CheckFraming, "line longer than %d bytes", MaxLine)
 			return nil
 		case err != nil:
@@ -365,12 +376,12 @@ func (v *verifier) run(ctx context.Context) error {
 // header reads the first line and the checkpoint it carries. It returns
 // false when the rest of the file cannot be read as a package.
 func (v *verifier) header(line []byte) bool {
-	kind, ver, hasVer, ok := headerKind(line)
+	kind, ver, uver, ok := headerKind(line)
 	if !ok {
 		v.stop(CheckHeader, "the first line is not a package header")
 		return false
 	}
-	v.rep.Kind, v.rep.Version = kind, ver
+	v.rep.Kind, v.rep.Version = kind, uver
 	switch {
 	case kind == KindExport:
 		v.unverifiable("this is a whole export (kind " + KindExport + "), not a disclosure package: an export carries no signed checkpoint; restore it with journal restore")
@@ -383,11 +394,11 @@ func (v *verifier) header(line []byte) bool {
 	case kind != KindPackage:
 		v.unverifiable(fmt.Sprintf("not a runseal disclosure package: the first line's kind is %q", kind))
 		return false
-	case !hasVer:
-		v.stop(CheckHeader, "the header has no valid version")
+	case ver == "":
+		v.stop(CheckHeader, "the header has no integer version")
 		return false
-	case ver != Version:
-		v.unverifiable(fmt.Sprintf("package version %d is not understood by this build (it reads version %d)", ver, Version))
+	case ver != strconv.Itoa(Version):
+		v.unverifiable(fmt.Sprintf("package version %s is not understood by this build (it reads version %d)", prefix(ver), Version))
 		return false
 	}
 	h, err := parseHeader(line)
@@ -771,7 +782,7 @@ func (v *verifier) statement(t trailer) {
 		v.find(CheckStatement, nil, 0, "the trailer carries no signed statement: the selection, the case blocks and the counts are not authenticated")
 		return
 	}
-	signed, keys, err := openStatement([]byte(t.Statement), v.opts.Disclosure)
+	signed, keys, err := openStatement([]byte(t.Statement), v.opts.Disclosure, v.origin)
 	sr.Recipient = signed.Recipient
 	switch {
 	case errors.Is(err, errNoDisclosureKey):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -78,15 +79,19 @@ func (d Disclosure) Validate() error {
 	return nil
 }
 
-// ValidateRecipient refuses a blank or oversized recipient, or one with
-// control characters: it is shown to operators and auditors as written.
+// ValidateRecipient refuses a blank or oversized recipient, or one with a
+// control character: it is shown to operators and auditors as written, so
+// it holds no character of Unicode general category Cc (U+0000 to U+001F,
+// U+007F to U+009F, U+0085 among them) and none with the Bidi_Control
+// property (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069),
+// which would make it read otherwise than it is (spec/disclosure.md 2.7).
 func ValidateRecipient(r string) error {
 	if r == "" || len(r) > 256 || !utf8.ValidString(r) {
 		return &InvalidArgumentError{Field: "recipient", Detail: "must be 1 to 256 bytes of UTF-8"}
 	}
 	for _, c := range r {
-		if c < 0x20 || c == 0x7f {
-			return &InvalidArgumentError{Field: "recipient", Detail: "contains a control character"}
+		if unicode.Is(unicode.Cc, c) || unicode.Is(unicode.Bidi_Control, c) {
+			return &InvalidArgumentError{Field: "recipient", Detail: fmt.Sprintf("contains the control character %U", c)}
 		}
 	}
 	return nil

@@ -164,7 +164,7 @@ func readFacts(b Body, v canon.Value) (Facts, error) {
 		if err != nil {
 			return f, err
 		}
-		if until != "" {
+		if _, present := v.Get("until"); present { // "" is not a timestamp, whatever awaiting says
 			t, err := ParseTimestamp(until)
 			if err != nil {
 				return f, &InvalidArgumentError{Field: "fields.until", Detail: err.Error()}

@@ -35,10 +35,13 @@ constant memory:
     dropped from the package, counts fixed, is found.
 
 A log key given with --log-key and also named by the --policy's log line is
-one key. The disclosure key is the journal's own ("journal key --disclosure"
-prints it), never its log key: without it, or with a statement no given key
-signed, the verdict is unverifiable; without a statement, or with one that
-does not match, not sound.
+one key, and a --disclosure-key given twice is one key. The disclosure key is
+the journal's own ("journal key --disclosure" prints it), named
+<origin>/disclosure for the package's checkpoint origin, never its log key
+nor a witness's: without it, or with a statement no given key of that name
+signed, the verdict is unverifiable; without a statement, with one that does
+not match, or with any failing signature line by a given disclosure key, not
+sound.
 
 The report lists what was proven, every finding, and, as plainly, what a
 package cannot prove (unsealed runs' completeness, case membership, that

@@ -179,6 +179,20 @@ func TestVerifyPageMatchesCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherDiscFile := e.write("other-disclosure.vkey", otherDisc+"\n")
+	// Issue 29: a second, failing line by the disclosure key; a statement
+	// signed by a key named for another origin, that key given.
+	secondSig := e.write("second-signature.jsonl", withSecondBadSignature(t, good))
+	elsewhereSKey, elsewhereVKey, err := checkpoint.GenerateLogKey(rand.Reader, "other.example/log/disclosure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhereFile := e.write("elsewhere-disclosure.vkey", elsewhereVKey+"\n")
+	ownDisc := e.disc
+	if e.disc, err = checkpoint.NewSigner(elsewhereSKey); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := e.pkg("elsewhere.jsonl", a, b)
+	e.disc = ownDisc
 	key := func(name string) string { return filepath.Join(e.dir, name) }
 	witnesses := []string{key("w1.vkey"), key("w2.vkey")}
 	keys := func(pkg string) pageInput {
@@ -203,6 +217,8 @@ func TestVerifyPageMatchesCLI(t *testing.T) {
 		{"truncated", keys(cut), "unverifiable", exitUnverifiable, "NOT complete", true},
 		{"another log's key", with(keys(good), func(in *pageInput) { in.logKey = otherLogFile }), "unverifiable", exitUnverifiable, "log signature  NOT verified", false},
 		{"another disclosure key", with(keys(good), func(in *pageInput) { in.disclosure = otherDiscFile }), "unverifiable", exitUnverifiable, "statement   NOT verified", false},
+		{"second statement signature fails", keys(secondSig), "not_sound", exitNotSound, "[statement]", false},
+		{"statement key named for another origin", with(keys(elsewhere), func(in *pageInput) { in.disclosure = elsewhereFile }), "unverifiable", exitUnverifiable, "statement   NOT verified", false},
 		{"malformed log key", with(keys(good), func(in *pageInput) { in.logKey = malformed }), "usage", exitUsage, `--log-key "example.com/log+00000000`, true},
 		{"witness key as log key", with(keys(good), func(in *pageInput) { in.logKey = witnesses[0] }), "usage", exitUsage, "give it with --witness", false},
 		{"log key as disclosure key", with(keys(good), func(in *pageInput) { in.disclosure = key("log.vkey") }), "usage", exitUsage, "--disclosure-key", false},
