@@ -71,7 +71,9 @@ place and checked against the signed root, so a reader of DIR (or a crash at
 any moment) never sees a checkpoint that its tiles do not back.
 
 A DIR holding another log's checkpoint, or a larger one than the journal's,
-is refused and left alone. Sign a checkpoint first ('journal checkpoint', or
+is refused and left alone. Nothing is read or written outside DIR: a symbolic
+link inside it that leads out of it (tile/, tile/0, a checkpoint) is refused,
+naming the link. Sign a checkpoint first ('journal checkpoint', or
 'journal serve' signs them); run it from cron to keep a web server's
 directory current.
 
