@@ -248,7 +248,7 @@ func BenchmarkSync(b *testing.B) {
 
 		// Ceiling: the same files, bytes and fsyncs, no reading or hashing.
 		cdir := b.TempDir()
-		w, err := openDirWriter(cdir, nil)
+		w, err := openDirWriter(cdir, "", nil)
 		if err != nil {
 			b.Fatal(err)
 		}

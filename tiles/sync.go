@@ -40,6 +40,11 @@ type SyncOptions struct {
 	// OnWrite, if set, is called after each file is renamed into place,
 	// with its path under the directory (for progress and tests).
 	OnWrite func(path string)
+	// Within, if set, is a directory the synced one must lie beneath
+	// (serve --tiles-dir's, which holds a directory per tenant): the
+	// synced directory is created and reached from it as Sync reaches its
+	// files, so a link on the way that leads out of Within is refused too.
+	Within string
 }
 
 // Sync writes the layout of the newest signed checkpoint into dir, or
@@ -65,7 +70,7 @@ type SyncOptions struct {
 // (ErrOutside) naming the link, and nothing is written through it.
 func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult, error) {
 	var res SyncResult
-	w, err := openDirWriter(dir, opts.OnWrite)
+	w, err := openDirWriter(dir, opts.Within, opts.OnWrite)
 	if err != nil {
 		return res, err
 	}
@@ -323,14 +328,12 @@ type dirWriter struct {
 }
 
 // openDirWriter creates dir if missing and its staging directory, and
-// opens the root every later access goes through.
-func openDirWriter(dir string, onWrite func(string)) (*dirWriter, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tiles: sync: %w", err)
-	}
-	root, err := os.OpenRoot(dir)
+// opens the root every later access goes through: dir's own, or, when
+// within is set, dir's reached from within's root.
+func openDirWriter(dir, within string, onWrite func(string)) (*dirWriter, error) {
+	root, err := openSyncRoot(dir, within)
 	if err != nil {
-		return nil, fmt.Errorf("tiles: sync: %w", err)
+		return nil, err
 	}
 	w := &dirWriter{dir: dir, root: root, touched: map[string]bool{}, onWrite: onWrite}
 	if err := root.MkdirAll(stagingName, 0o755); err != nil {
@@ -342,6 +345,42 @@ func openDirWriter(dir string, onWrite func(string)) (*dirWriter, error) {
 }
 
 func (w *dirWriter) close() { w.root.Close() }
+
+// openSyncRoot creates dir if missing and opens it as a root; when within
+// is set, through within's root, which dir must lie beneath.
+func openSyncRoot(dir, within string) (*os.Root, error) {
+	if within == "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("tiles: sync: %w", err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return nil, fmt.Errorf("tiles: sync: %w", err)
+		}
+		return root, nil
+	}
+	rel, err := filepath.Rel(within, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("tiles: sync: %s is not beneath %s", dir, within)
+	}
+	if err := os.MkdirAll(within, 0o755); err != nil {
+		return nil, fmt.Errorf("tiles: sync: %w", err)
+	}
+	outer, err := os.OpenRoot(within)
+	if err != nil {
+		return nil, fmt.Errorf("tiles: sync: %w", err)
+	}
+	defer outer.Close()
+	ow := &dirWriter{dir: within, root: outer}
+	if err := outer.MkdirAll(rel, 0o755); err != nil {
+		return nil, ow.fail("creating", rel, err)
+	}
+	root, err := outer.OpenRoot(rel)
+	if err != nil {
+		return nil, ow.fail("opening", rel, err)
+	}
+	return root, nil
+}
 
 // fail wraps err, from doing what to name (relative to the directory): an
 // *OutsideError when a symbolic link on name's way leads out of the

@@ -117,3 +117,35 @@ func tree(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// TestSync_SymlinkedTenantDirOutsideWithinIsRefused: serve --tiles-dir
+// syncs each tenant into a directory of its own beneath the one named
+// (SyncOptions.Within); a tenant's directory that is a link leading out
+// of it is refused like a link inside the synced directory, and a tenant's
+// directory that is new is created beneath it.
+func TestSync_SymlinkedTenantDirOutsideWithinIsRefused(t *testing.T) {
+	ctx := context.Background()
+	m := newMemLog(t)
+	m.grow(t, 300)
+	within, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(within, "acme")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Sync(ctx, NewLog(m), filepath.Join(within, "acme"), SyncOptions{Within: within})
+	var oe *OutsideError
+	if !errors.As(err, &oe) || !errors.Is(err, ErrOutside) || oe.Link != "acme" || oe.Target != outside {
+		t.Fatalf("sync into a tenant directory linked out: %v, want an OutsideError naming acme", err)
+	}
+	if ents, err := os.ReadDir(outside); err != nil || len(ents) != 0 {
+		t.Fatalf("sync wrote outside through the tenant's link: %v %v", ents, err)
+	}
+	if _, err := Sync(ctx, NewLog(m), filepath.Join(within, "beta"), SyncOptions{Within: within}); err != nil {
+		t.Fatalf("sync into a new tenant directory: %v", err)
+	}
+	if _, err := Fsck(ctx, DirFetcher{filepath.Join(within, "beta")}, 300, m.root(t, 300)); err != nil {
+		t.Fatalf("Fsck: %v", err)
+	}
+	if _, err := Sync(ctx, NewLog(m), outside, SyncOptions{Within: within}); err == nil {
+		t.Fatal("a directory not beneath Within was synced")
+	}
+}

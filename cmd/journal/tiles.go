@@ -214,7 +214,7 @@ func (a *app) keepTiles(ctx context.Context, st server.Store, dir string) {
 	out := filepath.Join(dir, st.Tenant())
 	l := tiles.NewLog(src)
 	for {
-		res, err := tiles.Sync(ctx, l, out, tiles.SyncOptions{})
+		res, err := tiles.Sync(ctx, l, out, tiles.SyncOptions{Within: dir}) // a tenant's directory linked out of dir is refused
 		switch {
 		case errors.Is(err, tiles.ErrNoCheckpoint):
 		case err != nil && ctx.Err() == nil:
