@@ -230,12 +230,15 @@ func TestVerifyCancelledWhileWaiting(t *testing.T) {
 	defer pw.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	reads := make(chan struct{}, 8)
 	go func() {
-		_, err := Verify(ctx, pr, Options{})
+		_, err := Verify(ctx, signalReader{pr, reads}, Options{})
 		done <- err
 	}()
 	pw.Write([]byte(`{"canon":1,`))
-	time.Sleep(20 * time.Millisecond)
+	// The first read took those bytes; the second waits for more.
+	<-reads
+	<-reads
 	cancel()
 	select {
 	case err := <-done:
@@ -245,4 +248,16 @@ func TestVerifyCancelledWhileWaiting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Verify did not return after its context ended")
 	}
+}
+
+// signalReader sends on reads as each Read of r begins, so that a test
+// knows its reader is waiting for input.
+type signalReader struct {
+	r     io.Reader
+	reads chan<- struct{}
+}
+
+func (s signalReader) Read(p []byte) (int, error) {
+	s.reads <- struct{}{}
+	return s.r.Read(p)
 }

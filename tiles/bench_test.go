@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -249,8 +248,10 @@ func BenchmarkSync(b *testing.B) {
 
 		// Ceiling: the same files, bytes and fsyncs, no reading or hashing.
 		cdir := b.TempDir()
-		w := &dirWriter{dir: cdir, touched: map[string]bool{}}
-		os.MkdirAll(filepath.Join(cdir, stagingName), 0o755)
+		w, err := openDirWriter(cdir, "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		t2 := time.Now()
 		buf := make([]byte, FullTileSize)
@@ -263,6 +264,7 @@ func BenchmarkSync(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
+		w.close()
 		ceil := time.Since(t2)
 		b.ReportMetric(float64(benchSize)/ceil.Seconds(), "leaves/s-ceiling-files-only")
 		fmt.Fprintf(os.Stderr, "sync: %+v in %s; incremental %+v in %s; ceiling %s\n", res, full, res2, inc, ceil)

@@ -3,6 +3,7 @@ package tiles
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 // Sentinel errors: the classes a caller branches on with errors.Is.
@@ -46,4 +47,25 @@ var (
 	// log (another origin, a larger size, or another root at its size);
 	// Sync refuses to overwrite a published layout with another log's.
 	ErrDiverged = errors.New("tiles: directory holds another log's checkpoint")
+	// ErrOutside: a symbolic link inside the directory Sync writes leads
+	// out of it; Sync writes nothing through it.
+	ErrOutside = errors.New("tiles: a symbolic link leads out of the directory")
 )
+
+// OutsideError names the symbolic link in a directory Sync writes that
+// leads out of it, and where it points. It unwraps to ErrOutside and to
+// the refusal of the os.Root the directory is reached through.
+type OutsideError struct {
+	Dir    string // the directory Sync writes, as named
+	Link   string // the link, relative to Dir
+	Target string // what the link points to
+	Err    error  // the refused access
+}
+
+func (e *OutsideError) Error() string {
+	return fmt.Sprintf("tiles: sync: %s is a symbolic link to %s, which leads out of %s; nothing is written through it (replace it with a directory or file of its own): %v",
+		filepath.Join(e.Dir, e.Link), e.Target, e.Dir, e.Err)
+}
+
+// Unwrap leads to ErrOutside and to the refused access.
+func (e *OutsideError) Unwrap() []error { return []error{ErrOutside, e.Err} }

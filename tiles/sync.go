@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/transparency-dev/merkle/compact"
 
@@ -39,6 +40,11 @@ type SyncOptions struct {
 	// OnWrite, if set, is called after each file is renamed into place,
 	// with its path under the directory (for progress and tests).
 	OnWrite func(path string)
+	// Within, if set, is a directory the synced one must lie beneath
+	// (serve --tiles-dir's, which holds a directory per tenant): the
+	// synced directory is created and reached from it as Sync reaches its
+	// files, so a link on the way that leads out of Within is refused too.
+	Within string
 }
 
 // Sync writes the layout of the newest signed checkpoint into dir, or
@@ -56,17 +62,24 @@ type SyncOptions struct {
 //
 // A directory holding another log's checkpoint, or a larger one than the
 // store's newest, is refused with ErrDiverged and left as it is.
+//
+// Every file Sync reads or writes is reached through an os.Root of dir, so
+// nothing is read or written outside dir: a symbolic link inside it (a
+// subdirectory such as tile/0, the staging directory, the lock, a
+// checkpoint) that leads out of it is refused with an *OutsideError
+// (ErrOutside) naming the link, and nothing is written through it.
 func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult, error) {
 	var res SyncResult
-	if err := os.MkdirAll(filepath.Join(dir, stagingName), 0o755); err != nil {
-		return res, fmt.Errorf("tiles: sync: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(dir, lockName))
+	w, err := openDirWriter(dir, opts.Within, opts.OnWrite)
 	if err != nil {
-		return res, fmt.Errorf("tiles: sync: %w", err)
+		return res, err
+	}
+	defer w.close()
+	unlock, err := lockFile(w.root, lockName)
+	if err != nil {
+		return res, w.fail("taking the lock", lockName, err)
 	}
 	defer unlock()
-	w := &dirWriter{dir: dir, touched: map[string]bool{}, onWrite: opts.OnWrite}
 	w.cleanStaging()
 
 	sc, err := l.Checkpoint(ctx)
@@ -77,7 +90,7 @@ func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult
 	if err != nil {
 		return res, fmt.Errorf("tiles: sync: the store's newest checkpoint: %w", err)
 	}
-	from, err := l.dirSize(ctx, dir, cp)
+	from, err := l.dirSize(ctx, w, cp)
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +99,7 @@ func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult
 	if err != nil && !errors.Is(err, ErrNoCheckpoint) {
 		return res, err
 	}
-	if from == cp.Size && sameFile(dir, CheckpointPath, sc.Note) && (wsc == nil || sameFile(dir, WitnessedPath, wsc.Note)) {
+	if from == cp.Size && w.holds(CheckpointPath, sc.Note) && (wsc == nil || w.holds(WitnessedPath, wsc.Note)) {
 		return res, nil // up to date: nothing is rewritten
 	}
 
@@ -98,7 +111,7 @@ func Sync(ctx context.Context, l *Log, dir string, opts SyncOptions) (SyncResult
 		// checkpoint does not imply by width (they are immutable, so old
 		// ones are never rewritten).
 		for _, r := range widthRefs(wsc.Size) {
-			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(r.Path()))); err == nil {
+			if _, err := w.root.Stat(filepath.FromSlash(r.Path())); err == nil {
 				continue
 			}
 			hs, err := l.Hashes(ctx, r)
@@ -155,16 +168,17 @@ func noteCheckpoint(n []byte) (checkpoint.Checkpoint, error) {
 	return checkpoint.Parse(n[:i+1])
 }
 
-// dirSize returns the size of the checkpoint dir holds, after checking it
-// is a checkpoint of this log: same origin, not larger, the log's root at
-// its size.
-func (l *Log) dirSize(ctx context.Context, dir string, want checkpoint.Checkpoint) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, CheckpointPath))
+// dirSize returns the size of the checkpoint w's directory holds, after
+// checking it is a checkpoint of this log: same origin, not larger, the
+// log's root at its size.
+func (l *Log) dirSize(ctx context.Context, w *dirWriter, want checkpoint.Checkpoint) (uint64, error) {
+	dir := w.dir
+	b, err := w.root.ReadFile(CheckpointPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("tiles: sync: %w", err)
+		return 0, w.fail("reading", CheckpointPath, err)
 	}
 	have, err := noteCheckpoint(b)
 	if err != nil {
@@ -302,37 +316,134 @@ func checkAgainstParent(r Ref, hs []log.Hash, parents map[uint64][]log.Hash, siz
 	return nil
 }
 
-// dirWriter writes files atomically into dir and remembers the
-// directories whose entries changed, to fsync them.
+// dirWriter writes files atomically into a directory, through an os.Root
+// of it so that no path leaves it, and remembers the directories (relative
+// to it, "." for itself) whose entries changed, to fsync them.
 type dirWriter struct {
-	dir     string
+	dir     string   // the directory as named, for messages
+	root    *os.Root // every read and write goes through it
 	touched map[string]bool
 	bytes   int64
 	onWrite func(string)
 }
 
+// openDirWriter creates dir if missing and its staging directory, and
+// opens the root every later access goes through: dir's own, or, when
+// within is set, dir's reached from within's root.
+func openDirWriter(dir, within string, onWrite func(string)) (*dirWriter, error) {
+	root, err := openSyncRoot(dir, within)
+	if err != nil {
+		return nil, err
+	}
+	w := &dirWriter{dir: dir, root: root, touched: map[string]bool{}, onWrite: onWrite}
+	if err := root.MkdirAll(stagingName, 0o755); err != nil {
+		err = w.fail("creating", stagingName, err)
+		root.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *dirWriter) close() { w.root.Close() }
+
+// openSyncRoot creates dir if missing and opens it as a root; when within
+// is set, through within's root, which dir must lie beneath.
+func openSyncRoot(dir, within string) (*os.Root, error) {
+	if within == "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("tiles: sync: %w", err)
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return nil, fmt.Errorf("tiles: sync: %w", err)
+		}
+		return root, nil
+	}
+	rel, err := filepath.Rel(within, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("tiles: sync: %s is not beneath %s", dir, within)
+	}
+	if err := os.MkdirAll(within, 0o755); err != nil {
+		return nil, fmt.Errorf("tiles: sync: %w", err)
+	}
+	outer, err := os.OpenRoot(within)
+	if err != nil {
+		return nil, fmt.Errorf("tiles: sync: %w", err)
+	}
+	defer outer.Close()
+	ow := &dirWriter{dir: within, root: outer}
+	if err := outer.MkdirAll(rel, 0o755); err != nil {
+		return nil, ow.fail("creating", rel, err)
+	}
+	root, err := outer.OpenRoot(rel)
+	if err != nil {
+		return nil, ow.fail("opening", rel, err)
+	}
+	return root, nil
+}
+
+// fail wraps err, from doing what to name (relative to the directory): an
+// *OutsideError when a symbolic link on name's way leads out of the
+// directory (os.Root refused it), else the error with the path.
+func (w *dirWriter) fail(doing, name string, err error) error {
+	if link, target, ok := w.linkOnWay(name); ok {
+		return &OutsideError{Dir: w.dir, Link: link, Target: target, Err: err}
+	}
+	return fmt.Errorf("tiles: sync: %s %s: %w", doing, filepath.Join(w.dir, name), err)
+}
+
+// linkOnWay finds the first symbolic link among name's components that
+// leads out of the directory, reading each through the root without
+// following it, and returns it (relative) with its target.
+func (w *dirWriter) linkOnWay(name string) (link, target string, ok bool) {
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(name)), "/")
+	for i := range parts {
+		p := filepath.Join(parts[:i+1]...)
+		fi, err := w.root.Lstat(p)
+		if err != nil {
+			return "", "", false
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		t, err := w.root.Readlink(p)
+		if err != nil {
+			return "", "", false
+		}
+		if _, err := w.root.Stat(p); err != nil {
+			return p, t, true // following it leaves the root (or leads nowhere)
+		}
+	}
+	return "", "", false
+}
+
 func (w *dirWriter) cleanStaging() {
-	staging := filepath.Join(w.dir, stagingName)
-	ents, _ := os.ReadDir(staging)
+	d, err := w.root.Open(stagingName)
+	if err != nil {
+		return
+	}
+	ents, _ := d.ReadDir(-1)
+	d.Close()
 	for _, e := range ents {
-		os.Remove(filepath.Join(staging, e.Name()))
+		w.root.Remove(filepath.Join(stagingName, e.Name()))
 	}
 }
 
-// write puts data at path (slash-separated, under dir): temporary file,
-// fsync, rename. The rename's directory is fsynced later, by syncDirs.
+// write puts data at path (slash-separated, under the directory):
+// temporary file, fsync, rename. The rename's directory is fsynced later,
+// by syncDirs.
 func (w *dirWriter) write(path string, data []byte) error {
-	target := filepath.Join(w.dir, filepath.FromSlash(path))
+	target := filepath.FromSlash(path)
 	parent := filepath.Dir(target)
 	if err := w.mkdirs(parent); err != nil {
 		return err
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	tmp := filepath.Join(w.dir, stagingName, hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp := filepath.Join(stagingName, hex.EncodeToString(rnd[:]))
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("tiles: sync: %w", err)
+		return w.fail("writing", tmp, err)
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -342,14 +453,14 @@ func (w *dirWriter) write(path string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, target)
+		err = w.root.Rename(tmp, target)
 	}
 	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("tiles: sync: writing %s: %w", path, err)
+		w.root.Remove(tmp)
+		return w.fail("writing", target, err)
 	}
 	w.touched[parent] = true
-	w.touched[filepath.Join(w.dir, stagingName)] = true
+	w.touched[stagingName] = true
 	w.bytes += int64(len(data))
 	if w.onWrite != nil {
 		w.onWrite(path)
@@ -357,20 +468,20 @@ func (w *dirWriter) write(path string, data []byte) error {
 	return nil
 }
 
-// mkdirs creates p and its missing parents under dir, marking each parent
+// mkdirs creates p (relative) and its missing parents, marking each parent
 // whose entries changed.
 func (w *dirWriter) mkdirs(p string) error {
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+	if p == "." {
 		return nil
 	}
-	if p == w.dir || p == filepath.Dir(p) {
+	if fi, err := w.root.Stat(p); err == nil && fi.IsDir() {
 		return nil
 	}
 	if err := w.mkdirs(filepath.Dir(p)); err != nil {
 		return err
 	}
-	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("tiles: sync: %w", err)
+	if err := w.root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return w.fail("creating", p, err)
 	}
 	w.touched[filepath.Dir(p)] = true
 	return nil
@@ -384,22 +495,22 @@ func (w *dirWriter) syncDirs() error {
 	}
 	sort.Slice(ds, func(i, j int) bool { return len(ds[i]) > len(ds[j]) })
 	for _, d := range ds {
-		f, err := os.Open(d)
+		f, err := w.root.Open(d)
 		if err != nil {
-			return fmt.Errorf("tiles: sync: %w", err)
+			return w.fail("opening", d, err)
 		}
 		err = f.Sync()
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("tiles: sync: fsync %s: %w", d, err)
+			return fmt.Errorf("tiles: sync: fsync %s: %w", filepath.Join(w.dir, d), err)
 		}
 	}
 	clear(w.touched)
 	return nil
 }
 
-// sameFile reports whether dir/name holds exactly b.
-func sameFile(dir, name string, b []byte) bool {
-	have, err := os.ReadFile(filepath.Join(dir, name))
+// holds reports whether name, under the directory, holds exactly b.
+func (w *dirWriter) holds(name string, b []byte) bool {
+	have, err := w.root.ReadFile(name)
 	return err == nil && bytes.Equal(have, b)
 }

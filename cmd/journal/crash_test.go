@@ -178,8 +178,10 @@ func TestCrashSIGKILL(t *testing.T) {
 				lines <- strings.TrimSuffix(l, "\n")
 			}
 		}()
-		// Wait for the first acknowledgement, so the kill lands while
-		// writes are in flight, then let it run a random while.
+		// Kill after a random number of acknowledgements, so the kill
+		// lands while writes are in flight: counted, not timed, so the
+		// child always has work left (the appender never ends; the file
+		// holds about 12,500 records) however fast or loaded the machine.
 		first, ok := <-lines
 		if !ok {
 			cmd.Wait()
@@ -187,7 +189,14 @@ func TestCrashSIGKILL(t *testing.T) {
 		}
 		before := got.n
 		got.add(t, first)
-		time.Sleep(time.Duration(50+rand.IntN(500)) * time.Millisecond)
+		for k := rand.IntN(2500); k > 0; k-- {
+			l, ok := <-lines
+			if !ok {
+				cmd.Wait()
+				t.Fatalf("round %d: child ended before its kill, after %d acknowledgements: %s", round, got.n-before, stderr.String())
+			}
+			got.add(t, l)
+		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

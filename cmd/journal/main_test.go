@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,13 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "cli":
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	case "cli-wchar":
+		// The CLI, then how many bytes it passed to write calls, on the
+		// last line of stderr: the whole count, which a parent sampling
+		// /proc/PID/io could miss the end of.
+		code := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		fmt.Fprintf(os.Stderr, "\nwchar %d\n", written(os.Getpid()))
+		os.Exit(code)
 	case "appender":
 		os.Exit(appenderChild(os.Args[1:]))
 	case "tessera":

@@ -80,33 +80,30 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 		t.Skip("needs /proc/PID/io to see the child write")
 	}
 	// A whole restore into a scratch journal says how much a restore
-	// writes, so the kills below land inside one whatever its speed.
+	// writes, so the kills below land inside one whatever its speed. The
+	// child counts its own writes (wchar) as it exits.
 	scratch := newJournal(t)
 	c := exec.Command(exe, "--db", scratch, "restore", exportFile, "--bulk-runs", "100", "--bulk-seals", "100")
-	c.Env = append(os.Environ(), childEnv+"=cli")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { c.Wait(); close(exited) }()
+	c.Env = append(os.Environ(), childEnv+"=cli-wchar")
+	var calib bytes.Buffer
+	c.Stderr = &calib
+	err = c.Run()
 	var total int64
-	for done := false; !done; {
-		select {
-		case <-exited:
-			done = true
-		case <-time.After(time.Millisecond):
-			total = max(total, written(c.Process.Pid))
-		}
+	if i := bytes.LastIndex(calib.Bytes(), []byte("wchar ")); i >= 0 {
+		total, _ = strconv.ParseInt(strings.TrimSpace(calib.String()[i+len("wchar "):]), 10, 64)
 	}
 	t.Logf("a whole restore writes %d bytes", total)
-	if !c.ProcessState.Success() || total < 2<<20 {
-		t.Fatalf("the calibrating restore: %v, %d bytes written", c.ProcessState, total)
+	if err != nil || total < 2<<20 {
+		t.Fatalf("the calibrating restore: %v, %d bytes written: %s", err, total, calib.String())
 	}
 	// Bulks of 100 runs and 100 seals: a whole restore commits about 20
 	// times, so a kill anywhere after the first reading leaves a partial
 	// target (default bulks would hold this export's runs in one).
 	small := []string{"--bulk-runs", "100", "--bulk-seals", "100"}
-	for round, args := range [][]string{append([]string{"restore", exportFile}, small...), append([]string{"restore", "--resume", exportFile}, small...)} {
+	var finishedFirst int // round 0's restores that ended before their kill
+	rounds := [][]string{append([]string{"restore", exportFile}, small...), append([]string{"restore", "--resume", exportFile}, small...)}
+	for round := 0; round < len(rounds); round++ {
+		args := rounds[round]
 		c := journal(args...)
 		var out bytes.Buffer
 		c.Stdout, c.Stderr = &out, &out
@@ -131,12 +128,24 @@ func TestRestoreSIGKILLThenResume(t *testing.T) {
 		for !ended && written(c.Process.Pid) < mark {
 			select {
 			case <-exited:
-				if round == 0 {
-					t.Fatalf("round %d: %v ended before it was killed: %s", round, args, out.String())
-				}
 				ended = true
 			case <-time.After(2 * time.Millisecond):
 			}
+		}
+		if ended && round == 0 {
+			// The restore outran this process's sampling of its writes (a
+			// loaded machine): that is the machine's doing, not a failure.
+			// Start again on a new target.
+			if !c.ProcessState.Success() {
+				t.Fatalf("round 0: %v failed: %s", args, out.String())
+			}
+			if finishedFirst++; finishedFirst == 5 {
+				t.Fatalf("round 0: five restores finished before the kill could land: %s", out.String())
+			}
+			t.Logf("round 0: %v finished before it was killed; again on a new target", args)
+			target = newJournal(t)
+			round--
+			continue
 		}
 		if ended {
 			t.Logf("round %d: %v finished before it was killed", round, args)

@@ -72,7 +72,9 @@ place and checked against the signed root, so a reader of DIR (or a crash at
 any moment) never sees a checkpoint that its tiles do not back.
 
 A DIR holding another log's checkpoint, or a larger one than the journal's,
-is refused and left alone. Sign a checkpoint first ('journal checkpoint', or
+is refused and left alone. Nothing is read or written outside DIR: a symbolic
+link inside it that leads out of it (tile/, tile/0, a checkpoint) is refused,
+naming the link. Sign a checkpoint first ('journal checkpoint', or
 'journal serve' signs them); run it from cron to keep a web server's
 directory current.
 
@@ -213,7 +215,7 @@ func (a *app) keepTiles(ctx context.Context, st server.Store, dir string) {
 	out := filepath.Join(dir, st.Tenant())
 	l := tiles.NewLog(src)
 	for {
-		res, err := tiles.Sync(ctx, l, out, tiles.SyncOptions{})
+		res, err := tiles.Sync(ctx, l, out, tiles.SyncOptions{Within: dir}) // a tenant's directory linked out of dir is refused
 		switch {
 		case errors.Is(err, tiles.ErrNoCheckpoint):
 		case err != nil && ctx.Err() == nil:

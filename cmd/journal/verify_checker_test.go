@@ -9,7 +9,7 @@ import (
 
 // verify --all on a SQLite journal reads through the store's own Checker
 // (off the read pool's memory map), so that a pass over the whole file
-// does not stay resident (store/sqlite TestChecker_WholeFileNotResident).
+// does not stay resident (store/sqlite TestChecker_ReadsOffTheMap).
 func TestVerifyAll_SQLiteReadsOffTheMap(t *testing.T) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, newJournal(t), sqlite.Options{})

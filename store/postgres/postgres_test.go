@@ -371,16 +371,23 @@ func TestLogIndexGaplessUnderConcurrency(t *testing.T) {
 func TestLeaseJudgedByDatabaseClock(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, Options{})
-	var dbNow time.Time
-	if err := testPool(t).QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
-		t.Fatal(err)
+	// The database's clock on either side of the acquire bounds its now,
+	// however long the acquire took.
+	dbNow := func() time.Time {
+		var now time.Time
+		if err := testPool(t).QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
 	}
+	before := dbNow()
 	l, err := s.Acquire(ctx, store.NewRunID(), "a", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := l.Expires.Sub(dbNow); d < 10*time.Second || d > 12*time.Second {
-		t.Fatalf("expiry %v is %v after the database's now, want about 10s", l.Expires, d)
+	after := dbNow()
+	if l.Expires.Before(before.Add(10*time.Second)) || l.Expires.After(after.Add(10*time.Second)) {
+		t.Fatalf("expiry %v is not the database's now (between %v and %v) plus 10s", l.Expires, before, after)
 	}
 }
 
@@ -484,16 +491,25 @@ func TestRacingRestoredAdmissions(t *testing.T) {
 	// Hold the only committer on a run locked by an atomic append, so the
 	// restores queue up and are taken as one group.
 	blocker := store.NewRunID()
-	release, started := make(chan struct{}), make(chan struct{})
+	release, started := make(chan struct{}), make(chan int, 1)
 	go s.Atomic().AppendAtomic(ctx, blocker, 1, func(ctx context.Context, tx store.AtomicTx) ([]store.Append, error) {
-		close(started)
+		var pid int
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return nil, err
+		}
+		started <- pid
 		<-release
 		return []store.Append{note(blocker, "held")}, nil
 	})
-	<-started
+	holder := <-started
 	held := make(chan error, 1)
 	go func() { _, err := s.Append(ctx, 1, []store.Append{note(blocker, "waits")}); held <- err }()
-	time.Sleep(100 * time.Millisecond)
+	// The committer has taken that append once it waits for the run's lock.
+	waitFor(t, func() bool {
+		var n int
+		err := testPool(t).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
+		return err == nil && n > 0
+	})
 	const n = 12
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -510,7 +526,7 @@ func TestRacingRestoredAdmissions(t *testing.T) {
 			_, errs[i] = s.Append(ctx, 1, []store.Append{{Run: run, Raw: raw}})
 		}(i)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, func() bool { return s.appends.Waiting() == n })
 	close(release)
 	wg.Wait()
 	if err := <-held; err != nil {

@@ -42,6 +42,8 @@ func TestDatabaseRestartLosesNothingAcknowledged(t *testing.T) {
 		acks     = map[store.RunID]*ackedRun{}
 		failures []error
 		inDoubt  atomic.Int32
+		sealedN  atomic.Int32 // seals acknowledged
+		failed   atomic.Int32 // writes that failed
 		stop     atomic.Bool
 		wg       sync.WaitGroup
 	)
@@ -63,6 +65,7 @@ func TestDatabaseRestartLosesNothingAcknowledged(t *testing.T) {
 						mu.Lock()
 						acks[run] = &ackedRun{recs: append(acks[run].recsOrNil(), recs...), sealed: leaf}
 						mu.Unlock()
+						sealedN.Add(1)
 						run = store.NewRunID()
 						continue
 					}
@@ -77,6 +80,7 @@ func TestDatabaseRestartLosesNothingAcknowledged(t *testing.T) {
 					a.recs = append(a.recs, recs...)
 				} else {
 					failures = append(failures, err)
+					failed.Add(1)
 					var cu *store.CommitUnknownError
 					if errors.As(err, &cu) {
 						inDoubt.Add(1)
@@ -92,18 +96,22 @@ func TestDatabaseRestartLosesNothingAcknowledged(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(700 * time.Millisecond)
+	// Synchronised on what the writers saw, not on time: every writer has
+	// had a seal acknowledged before the crash, has failed while the server
+	// is down, and has had a seal acknowledged again after the restart.
+	waitFor(t, func() bool { return sealedN.Load() >= writers })
 	if err := srv.Crash(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, func() bool { return failed.Load() >= writers })
 	mu.Lock()
 	during := len(failures)
 	mu.Unlock()
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	again := sealedN.Load()
+	waitFor(t, func() bool { return sealedN.Load() >= again+writers })
 	stop.Store(true)
 	wg.Wait()
 

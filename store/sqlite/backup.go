@@ -17,12 +17,12 @@ import (
 // blocked (WAL mode). dst must not exist; the copy is fsynced, and so is its
 // directory, before Backup returns. A copy is not yet known to be intact:
 // verify it (every tenant's chains and log) before calling it a backup.
+//
+// The copy holds every record of the journal, so it is readable by its
+// owner only (0600, as the journal is), whatever the umask: dst is created
+// empty with that mode before SQLite writes into it, and SQLite gives any
+// journal it keeps beside the copy while writing it the copy's mode.
 func (s *Store) Backup(ctx context.Context, dst string) error {
-	if _, err := os.Lstat(dst); err == nil {
-		return fmt.Errorf("backup: %s already exists; nothing was written", dst)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("backup: %w", err)
-	}
 	// The store's readers are query_only, which VACUUM INTO refuses, so the
 	// copy takes a connection of its own; it only reads the journal.
 	var seq int
@@ -35,8 +35,22 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 		return fmt.Errorf("backup: %w", err)
 	}
 	defer db.Close()
+	// O_EXCL makes "does it exist" and "create it" one step.
+	f, err := os.OpenFile(dst, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("backup: %s already exists; nothing was written", dst)
+	}
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("backup: %w", err)
+	}
+	// VACUUM INTO writes into an empty file that exists, keeping its mode.
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
 		os.Remove(dst) // a half-written copy is debris, never a backup
+		os.Remove(dst + "-journal")
 		return fmt.Errorf("backup: copy into %s: %w", dst, err)
 	}
 	if s.wal != nil {

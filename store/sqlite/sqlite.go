@@ -96,8 +96,10 @@ type Options struct {
 	// tests can keep the keys of a few records split between both tables.
 	mergeKeysAt int
 	// warmHold, if set, is called by the warm before each of its walks
-	// with the warm's context, so that a test can hold it there.
-	warmHold func(ctx context.Context)
+	// with the warm's context, the connection it walks on and the b-tree
+	// it is about to walk, so that a test can hold it there and see what
+	// it reads and how.
+	warmHold func(ctx context.Context, conn *sql.Conn, btree string)
 }
 
 // Store is the SQLite journal, as one tenant sees it. It is safe for

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runseal/runseal/internal/measure"
 	"github.com/runseal/runseal/store"
 )
 
@@ -80,23 +81,29 @@ func mappedKiB(t *testing.T, path string) int64 {
 	return kib
 }
 
-// verifyAllPeak runs store.VerifyAll over c and returns how far the
-// resident mapped pages of the file at path and the live heap grew above
-// where they were before, at their peaks (sampled every 200 runs and at the
-// end, the heap after a collection).
-func verifyAllPeak(t *testing.T, c store.AllChecker, path string, runs int) (mappedGrowthKiB int64, heapGrowth uint64) {
+// verifyAllPeak runs store.VerifyAll over c and returns how far the live
+// heap and, when mapped is set, the resident mapped pages of the file at
+// path grew above where they were before, at their peaks (sampled every 200
+// runs and at the end, the heap after a collection).
+func verifyAllPeak(t *testing.T, c store.AllChecker, path string, runs int, mapped bool) (mappedGrowthKiB int64, heapGrowth uint64) {
 	t.Helper()
+	resident := func() int64 {
+		if !mapped {
+			return 0
+		}
+		return mappedKiB(t, path)
+	}
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	heap0, mapped0 := ms.HeapAlloc, mappedKiB(t, path)
+	heap0, mapped0 := ms.HeapAlloc, resident()
 	var peakHeap uint64
 	var peakMapped int64
 	sample := func() {
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		peakHeap = max(peakHeap, ms.HeapAlloc)
-		peakMapped = max(peakMapped, mappedKiB(t, path))
+		peakMapped = max(peakMapped, resident())
 	}
 	seen := 0
 	sum, err := store.VerifyAll(context.Background(), c, func(*store.RunVerdict) error {
@@ -114,17 +121,19 @@ func verifyAllPeak(t *testing.T, c store.AllChecker, path string, runs int) (map
 
 // verify --all over a whole journal through the read pool's memory map
 // left every page it touched resident in the process: RSS grew with the
-// file (10^5 runs: 168 MB). Through the Checker the file's resident mapped
-// pages do not grow at all, and the live heap stays flat, for a journal 8
-// times as big; the pool's own map, checked in the same test, does grow,
-// so the measure sees what it guards against.
+// file (10^5 runs: 168 MB). The Checker reads on a connection whose map is
+// off (TestChecker_ReadsOffTheMap, in every run). Here the effect itself:
+// through the Checker the file's resident mapped pages do not grow at all,
+// and the live heap (what the check keeps, after a collection) stays flat,
+// for a journal 8 times as big; the pool's own map, checked in the same
+// test, does grow, so the measure sees what it guards against. What is
+// resident is the kernel's to decide, so the mapped pages are asserted only
+// with RUNSEAL_MEASURE=1; the live heap, which the code decides, always.
 func TestChecker_WholeFileNotResident(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("writes two journals of several MB and measures memory (not under -race)")
 	}
-	if runtime.GOOS != "linux" {
-		t.Skip("reads resident mappings from /proc/self/smaps")
-	}
+	mapped := measure.Enabled() && runtime.GOOS == "linux" // /proc/self/smaps
 	ctx := context.Background()
 	type point struct {
 		runs               int
@@ -132,7 +141,7 @@ func TestChecker_WholeFileNotResident(t *testing.T) {
 		heap               uint64
 		fileKiB            int64
 	}
-	measure := func(n int) point {
+	measureAt := func(n int) point {
 		s, path := sealedRuns(t, n)
 		if err := s.Close(); err != nil { // the writes' WAL into the file
 			t.Fatal(err)
@@ -153,18 +162,26 @@ func TestChecker_WholeFileNotResident(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := point{runs: n, fileKiB: fi.Size() >> 10}
-		p.checkerKiB, p.heap = verifyAllPeak(t, c, path, n)
+		p.checkerKiB, p.heap = verifyAllPeak(t, c, path, n, mapped)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// The control, last: the pool's connections keep their maps.
-		p.mapKiB, _ = verifyAllPeak(t, s, path, n)
+		if mapped {
+			// The control, last: the pool's connections keep their maps.
+			p.mapKiB, _ = verifyAllPeak(t, s, path, n, mapped)
+		}
 		return p
 	}
-	small, large := measure(100), measure(800)
+	small, large := measureAt(100), measureAt(800)
 	for _, p := range []point{small, large} {
-		t.Logf("%d runs, file %d KiB: resident mapped pages grew %d KiB through the Checker, %d KiB through the pool's map; live heap grew %d bytes",
-			p.runs, p.fileKiB, p.checkerKiB, p.mapKiB, p.heap)
+		t.Logf("%d runs, file %d KiB: resident mapped pages grew %d KiB through the Checker, %d KiB through the pool's map (measured: %v); live heap grew %d bytes",
+			p.runs, p.fileKiB, p.checkerKiB, p.mapKiB, mapped, p.heap)
+	}
+	if large.heap > small.heap+256<<10 {
+		t.Fatalf("verify all's live heap grew from %d to %d bytes with 8 times the runs", small.heap, large.heap)
+	}
+	if !mapped {
+		return
 	}
 	if small.checkerKiB != 0 || large.checkerKiB != 0 {
 		t.Fatalf("the Checker left %d KiB (100 runs) and %d KiB (800 runs) of the file mapped and resident", small.checkerKiB, large.checkerKiB)
@@ -172,8 +189,52 @@ func TestChecker_WholeFileNotResident(t *testing.T) {
 	if large.mapKiB < large.fileKiB/2 {
 		t.Fatalf("the pool's map left %d KiB of a %d KiB file resident: the measure does not see the map", large.mapKiB, large.fileKiB)
 	}
-	if large.heap > small.heap+256<<10 {
-		t.Fatalf("verify all's live heap grew from %d to %d bytes with 8 times the runs", small.heap, large.heap)
+}
+
+// TestChecker_ReadsOffTheMap: what keeps verify --all's pass over the
+// whole file out of the process's resident set, in every run: the
+// Checker reads on one connection whose memory map is off, and gives it
+// back to the pool with its map on again.
+func TestChecker_ReadsOffTheMap(t *testing.T) {
+	ctx := context.Background()
+	s, _ := sealedRuns(t, 3)
+	mmapOf := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int64 {
+		t.Helper()
+		var n int64
+		if err := q.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	c, err := s.Checker(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mmapOf(c.conn); got != 0 {
+		t.Fatalf("the Checker reads on a connection with mmap_size %d, want 0 (off the map)", got)
+	}
+	if sum, err := store.VerifyAll(ctx, c, nil); err != nil || sum.Runs != 3 || sum.Failed != 0 || !sum.LogOK {
+		t.Fatalf("verify all through the Checker: %+v %v", sum, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's connections, that one among them, have their map.
+	conns := make([]*sql.Conn, 0, 4)
+	for range cap(conns) {
+		conn, err := s.rdb.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, conn)
+		if got := mmapOf(conn); got <= 0 {
+			t.Errorf("a pool connection after the Checker has mmap_size %d, want its map back", got)
+		}
+	}
+	for _, conn := range conns {
+		conn.Close()
 	}
 }
 

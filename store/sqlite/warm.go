@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -86,7 +87,7 @@ type warmState struct {
 	// is cached, rather than a first proof starting it on pages still on
 	// the disk.
 	reading atomic.Bool
-	hold    func(ctx context.Context) // Options.warmHold
+	hold    func(ctx context.Context, conn *sql.Conn, btree string) // Options.warmHold
 }
 
 // startWarm starts the warm in the background; stopWarm ends it.
@@ -190,7 +191,7 @@ func (s *Store) walkProofBTrees(ctx context.Context) (int64, error) {
 		// dbstat walks the b-tree named, interior pages first, and yields
 		// a row per page.
 		if s.warm.hold != nil {
-			s.warm.hold(ctx)
+			s.warm.hold(ctx, conn, name)
 		}
 		var n int64
 		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM dbstat WHERE name = ?`, name).Scan(&n); err != nil {

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/runseal/runseal/internal/measure"
 )
 
 // evict writes the file at path out and asks the kernel to drop its pages
@@ -89,8 +91,12 @@ func countIn(in []bool, pages []int64) int {
 // of the page cache (a reboot), the store reads every page of the b-trees
 // a proof reads (runs, log_nodes) into it; with Options.NoWarm it reads
 // next to none of them, leaving each first proof to read its pages from the
-// disk.
+// disk. What the page cache holds is the kernel's to decide (memory
+// pressure and other processes evict pages at any moment), so this runs
+// only with RUNSEAL_MEASURE=1; TestWarm_WalksProofBTreesOffTheMap asserts,
+// in every run, what the warm asks for and how.
 func TestWarm_ColdStartReadsProofBTrees(t *testing.T) {
+	measure.Only(t, "the page cache's residency of the proof b-trees (mincore)")
 	ctx := context.Background()
 	path, _ := sealedLog(t, warmRuns)
 	pages := proofPages(t, path)

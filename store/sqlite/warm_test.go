@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +58,66 @@ func proofPages(t *testing.T, path string) []int64 {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestWarm_WalksProofBTreesOffTheMap: what the warm asks the kernel for,
+// in every test run (what the page cache then holds is the kernel's, and
+// TestWarm_ColdStartReadsProofBTrees measures it with RUNSEAL_MEASURE=1).
+// Opened on a file with a log, the warm walks the b-trees a proof reads,
+// runs then log_nodes and nothing else, on one connection whose memory map
+// is off (so the pages it reads land in the kernel's page cache, not in
+// the process's resident set) and reports every page of them read; the
+// pool's connections have their map back afterwards. With Options.NoWarm
+// it walks nothing and reports nothing.
+func TestWarm_WalksProofBTreesOffTheMap(t *testing.T) {
+	ctx := context.Background()
+	path, _ := sealedLog(t, 5000)
+	pages := int64(len(proofPages(t, path)))
+	for _, warm := range []bool{false, true} {
+		var walked []string
+		var conns []*sql.Conn
+		hold := func(wctx context.Context, conn *sql.Conn, btree string) {
+			var mmap int64
+			if err := conn.QueryRowContext(wctx, `PRAGMA mmap_size`).Scan(&mmap); err != nil {
+				t.Errorf("warm %v: the walk's connection: %v", warm, err)
+			}
+			walked = append(walked, fmt.Sprintf("%s (mmap_size %d)", btree, mmap))
+			conns = append(conns, conn)
+		}
+		s, err := Open(ctx, path, Options{NoWarm: !warm, warmHold: hold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := s.WaitWarm(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"runs (mmap_size 0)", "log_nodes (mmap_size 0)"}
+		if !warm {
+			want = nil
+		}
+		if !slices.Equal(walked, want) {
+			t.Errorf("warm %v: walked %q, want %q", warm, walked, want)
+		}
+		if len(conns) == 2 && conns[0] != conns[1] {
+			t.Errorf("warm %v: the walks took two connections, want one", warm)
+		}
+		switch {
+		case rep.Err != nil:
+			t.Errorf("warm %v: %v", warm, rep.Err)
+		case warm && (rep.Method != "b-tree walk" || rep.Pages != pages):
+			t.Errorf("warm: report %+v, want a b-tree walk of the proof b-trees' %d pages", rep, pages)
+		case !warm && (rep.Method != "" || rep.Pages != 0):
+			t.Errorf("NoWarm: report %+v, want nothing read", rep)
+		}
+		var mmap int64
+		if err := s.rdb.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&mmap); err != nil || mmap <= 0 {
+			t.Errorf("warm %v: a pool connection after the warm has mmap_size %d (%v), want its map back", warm, mmap, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestWarm_EmptyLogReadsNothing: a file with no sealed run has nothing for
@@ -142,7 +204,7 @@ func TestWarm_CloseStopsIt(t *testing.T) {
 	path, runs := sealedLog(t, 100)
 	held, giveUp := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	hold := func(wctx context.Context) {
+	hold := func(wctx context.Context, _ *sql.Conn, _ string) {
 		once.Do(func() { close(held) })
 		select {
 		case <-wctx.Done():
