@@ -1,0 +1,97 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+
+	"github.com/runseal/runseal/store"
+)
+
+// The unsealed-by-edit checks attack a sealed run by setting its seal
+// columns back to NULL, as an edit of the journal can, while the log still
+// holds its leaf (spec/records.md, "What each check catches"). The run's
+// own Verify must refuse it, and so must every write to it: an append, an
+// atomic append and a second seal, each refused as corruption with nothing
+// stored changed.
+
+// unsealByEdit removes the seal of the run at log index 2 of f from its
+// row, and returns that run.
+func (t *T) unsealByEdit(f sealedLog) store.RunID {
+	run := f.sealed[2]
+	if _, err := f.j.Verify(t.ctx, run); err != nil {
+		t.Fatalf("Verify(%s) before the edit: %v", run, err)
+	}
+	t.tamper(f.j, `UPDATE runs SET sealed_outcome = NULL, sealed_at = NULL, log_index = NULL, leaf = NULL WHERE tenant = ? AND run = ?`,
+		f.j.Tenant(), run.String())
+	return run
+}
+
+// wantLoggedUnsealed requires err to be the corruption of a run the log
+// holds while its row says it is open: a *store.CorruptError naming run,
+// in the class store.ErrCorrupt and not store.ErrRunSealed.
+func (t *T) wantLoggedUnsealed(err error, run store.RunID, what string) {
+	ce := expect[*store.CorruptError](t, err, what)
+	if !errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrRunSealed) || ce.Run != run {
+		t.Fatalf("%s: %v; want the corruption of run %s, in class ErrCorrupt only", what, err, run)
+	}
+}
+
+func checkUnsealedByEditVerifyRun(t *T) {
+	f := t.sealedLog()
+	run := t.unsealByEdit(f)
+	_, err := f.j.Verify(t.ctx, run)
+	t.wantLoggedUnsealed(err, run, "Verify of a run whose seal was edited away")
+	v, err := store.VerifyRun(t.ctx, f.j, run)
+	if err != nil || v.OK {
+		t.Fatalf("VerifyRun of a run whose seal was edited away = %+v, %v; want a failed verdict", v, err)
+	}
+	if _, err := f.j.Verify(t.ctx, f.open); err != nil {
+		t.Errorf("Verify(%s) of the untouched open run: %v", f.open, err)
+	}
+}
+
+func checkUnsealedByEditAppendRefused(t *T) {
+	f := t.sealedLog()
+	run := t.unsealByEdit(f)
+	head := t.head(f.j, run)
+	before, err := f.j.Read(t.ctx, run, 1)
+	if err != nil {
+		t.Fatalf("Read(%s): %v", run, err)
+	}
+	cp := t.checkpoint(f.j)
+	// Twice: a backend that remembers the runs it wrote decides the first
+	// from that memory and the second from the stored row.
+	for range 2 {
+		_, err := f.j.Append(t.ctx, 1, []store.Append{note(run, "after the edit")})
+		t.wantLoggedUnsealed(err, run, "Append to a run whose seal was edited away")
+	}
+	if a := f.j.Atomic(); a != nil {
+		_, err := a.AppendAtomic(t.ctx, run, 1, func(context.Context, store.AtomicTx) ([]store.Append, error) {
+			return []store.Append{note(run, "atomically, after the edit")}, nil
+		})
+		t.wantLoggedUnsealed(err, run, "AppendAtomic to a run whose seal was edited away")
+	}
+	// The refusal is the run's alone: an append to another run goes in.
+	t.append(f.j, 1, note(f.open, "beside the refused appends"))
+	if h := t.head(f.j, run); h != head {
+		t.Fatalf("after refused appends the head of %s is %+v, was %+v", run, h, head)
+	}
+	after, err := f.j.Read(t.ctx, run, 1)
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("after refused appends Read(%s) = %d records, %v; was %d", run, len(after), err, len(before))
+	}
+	if got := t.checkpoint(f.j); got != cp {
+		t.Fatalf("after refused appends the checkpoint is %+v, was %+v", got, cp)
+	}
+}
+
+func checkUnsealedByEditResealRefused(t *T) {
+	f := t.sealedLog()
+	run := t.unsealByEdit(f)
+	cp := t.checkpoint(f.j)
+	_, err := f.j.Seal(t.ctx, run, 1, "cancelled") // the run's outcome (index 2 of sealRuns)
+	t.wantLoggedUnsealed(err, run, "Seal of a run whose seal was edited away")
+	if got := t.checkpoint(f.j); got != cp {
+		t.Fatalf("after a refused re-seal the checkpoint is %+v, was %+v: the log holds a run twice", got, cp)
+	}
+}
