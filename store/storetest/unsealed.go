@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/runseal/runseal/store"
 )
@@ -52,21 +53,36 @@ func checkUnsealedByEditVerifyRun(t *T) {
 
 func checkUnsealedByEditAppendRefused(t *T) {
 	f := t.sealedLog()
-	run := t.unsealByEdit(f)
+	t.wantAppendsRefused(f, t.unsealByEdit(f), 1)
+	// A run written under a lease, which a backend may remember with its
+	// head and epoch and append to without reading its row.
+	run := store.NewRunID()
+	l := t.acquire(f.j, run, "owner", time.Hour)
+	t.append(f.j, l.Epoch, note(run, "leased"))
+	t.concludeAndSeal(f.j, run, l.Epoch, "succeeded")
+	t.tamper(f.j, `UPDATE runs SET sealed_outcome = NULL, sealed_at = NULL, log_index = NULL, leaf = NULL WHERE tenant = ? AND run = ?`,
+		f.j.Tenant(), run.String())
+	t.wantAppendsRefused(f, run, l.Epoch)
+}
+
+// wantAppendsRefused requires every append to run, whose seal was edited
+// away, to be refused as corruption, while an append to another run goes
+// in, and nothing of run or the log to change.
+func (t *T) wantAppendsRefused(f sealedLog, run store.RunID, epoch store.Epoch) {
 	head := t.head(f.j, run)
 	before, err := f.j.Read(t.ctx, run, 1)
 	if err != nil {
 		t.Fatalf("Read(%s): %v", run, err)
 	}
 	cp := t.checkpoint(f.j)
-	// Twice: a backend that remembers the runs it wrote decides the first
-	// from that memory and the second from the stored row.
+	// Twice: a backend that remembers the runs it wrote may decide the
+	// first from that memory and the second from the stored row.
 	for range 2 {
-		_, err := f.j.Append(t.ctx, 1, []store.Append{note(run, "after the edit")})
+		_, err := f.j.Append(t.ctx, epoch, []store.Append{note(run, "after the edit")})
 		t.wantLoggedUnsealed(err, run, "Append to a run whose seal was edited away")
 	}
 	if a := f.j.Atomic(); a != nil {
-		_, err := a.AppendAtomic(t.ctx, run, 1, func(context.Context, store.AtomicTx) ([]store.Append, error) {
+		_, err := a.AppendAtomic(t.ctx, run, epoch, func(context.Context, store.AtomicTx) ([]store.Append, error) {
 			return []store.Append{note(run, "atomically, after the edit")}, nil
 		})
 		t.wantLoggedUnsealed(err, run, "AppendAtomic to a run whose seal was edited away")
