@@ -81,7 +81,7 @@ var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmi
 // short run's read costs to execute, so they are prepared on the read pool:
 // database/sql prepares each on a pool connection the first time that
 // connection runs it and keeps it there while the connection lives.
-var readQueries = []string{qLoadRun, qReadRun, qScanRecords}
+var readQueries = []string{qLoadRun, qReadRun, qScanRecords, qRunLeaves}
 
 // stmts are statements prepared on one pool, by query.
 type stmts map[string]*sql.Stmt

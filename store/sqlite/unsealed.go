@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
@@ -64,18 +64,26 @@ func (s *Store) refuseLogged(ctx context.Context, q querier, run store.RunID, he
 // read, so its memory is bounded whatever the run's length.
 type runLeaves struct {
 	s      *Store
-	q      querier
+	tx     *sql.Tx
 	hashes []log.Hash
 	seqs   map[log.Hash]store.Seq
+	list   []byte // the JSON array of the hashes' hex, for qRunLeaves
 	found  []store.LeafAt
 }
 
 // runLeavesChunk is how many records one lookup asks about.
 const runLeavesChunk = 256
 
-func (s *Store) runLeaves(q querier) *runLeaves {
-	return &runLeaves{s: s, q: q, seqs: make(map[log.Hash]store.Seq, runLeavesChunk)}
+func (s *Store) runLeaves(tx *sql.Tx) *runLeaves {
+	return &runLeaves{s: s, tx: tx, seqs: make(map[log.Hash]store.Seq, runLeavesChunk)}
 }
+
+// qRunLeaves finds the tenant's leaves among the leaf hashes of a JSON
+// array of hex strings: one statement, prepared once on the read pool
+// (readQueries), whatever the number of hashes. CROSS JOIN keeps the
+// hashes the outer loop: left to choose, SQLite scans every leaf of the
+// tenant and probes the array.
+const qRunLeaves = `SELECT n.hash, n.idx FROM json_each(?) q CROSS JOIN log_nodes n WHERE n.tenant = ? AND n.level = 0 AND n.hash = unhex(q.value)`
 
 // add notes record r, and looks the chunk up when it is full.
 func (f *runLeaves) add(ctx context.Context, r store.Record) error {
@@ -93,13 +101,15 @@ func (f *runLeaves) flush(ctx context.Context) error {
 	if len(f.hashes) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 1+len(f.hashes))
-	args = append(args, f.s.tenant)
+	f.list = append(f.list[:0], '[')
 	for i := range f.hashes {
-		args = append(args, f.hashes[i][:])
+		if i > 0 {
+			f.list = append(f.list, ',')
+		}
+		f.list = append(hex.AppendEncode(append(f.list, '"'), f.hashes[i][:]), '"')
 	}
-	rows, err := f.q.QueryContext(ctx, `SELECT hash, idx FROM log_nodes WHERE tenant=? AND level=0 AND hash IN (?`+
-		strings.Repeat(",?", len(f.hashes)-1)+`)`, args...)
+	f.list = append(f.list, ']')
+	rows, err := f.s.query(ctx, f.tx, qRunLeaves, string(f.list), f.s.tenant)
 	if err != nil {
 		return fmt.Errorf("look up records in the log: %w", err)
 	}

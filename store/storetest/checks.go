@@ -114,6 +114,7 @@ var checks = []check{
 	{"integrity/unsealed-by-edit-verify-run-notices", checkUnsealedByEditVerifyRun},
 	{"integrity/unsealed-by-edit-append-refused", checkUnsealedByEditAppendRefused},
 	{"integrity/unsealed-by-edit-reseal-refused", checkUnsealedByEditResealRefused},
+	{"integrity/unsealed-by-edit-earlier-record-verify-run-notices", checkEarlierRecordInLog},
 	{"integrity/seal-without-log-index", checkSealWithoutIndex},
 	{"integrity/deleted-run-row", checkDeletedRunRow},
 	{"integrity/swapped-log-indexes", checkSwappedIndexes},

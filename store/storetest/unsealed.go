@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
 
@@ -109,5 +110,26 @@ func checkUnsealedByEditResealRefused(t *T) {
 	t.wantLoggedUnsealed(err, run, "Seal of a run whose seal was edited away")
 	if got := t.checkpoint(f.j); got != cp {
 		t.Fatalf("after a refused re-seal the checkpoint is %+v, was %+v: the log holds a run twice", got, cp)
+	}
+}
+
+// checkEarlierRecordInLog: a run unsealed by an edit and then appended to
+// (by a store that did not check, or by editing its records) has its leaf
+// at a record before its head. The per-run check looks up every record,
+// so it notices; here the log is given a leaf of the open run's first
+// record.
+func checkEarlierRecordInLog(t *T) {
+	f := t.sealedLog()
+	recs, err := f.j.Read(t.ctx, f.open, 1)
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("Read(%s) = %d records, %v; want 2", f.open, len(recs), err)
+	}
+	leaf := log.LeafHash(log.Hash(recs[0].Hash))
+	t.tamper(f.j, `INSERT INTO log_nodes(tenant, level, idx, hash) VALUES(?, 0, 5, ?)`, f.j.Tenant(), leaf[:])
+	t.tamper(f.j, `UPDATE logs SET size = 6 WHERE tenant = ?`, f.j.Tenant())
+	_, err = f.j.Verify(t.ctx, f.open)
+	t.wantLoggedUnsealed(err, f.open, "Verify of an open run whose first record is a leaf of the log")
+	if ce := expect[*store.CorruptError](t, err, "Verify"); ce.Seq != 1 {
+		t.Fatalf("Verify names seq %d, want 1, the record the log holds: %v", ce.Seq, err)
 	}
 }
