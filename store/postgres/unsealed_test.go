@@ -89,15 +89,11 @@ func TestPlans_LeafLookupsSearchLeafHashes(t *testing.T) {
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	const ids = `'{01AAAAAAAAAAAAAAAAAAAAAAAA,01BBBBBBBBBBBBBBBBBBBBBBBB}'::text[]`
-	const hashes = `ARRAY['\x00'::bytea, '\x00'::bytea]`
-	const nulls = `'{NULL,NULL}'::text[]`
 	stmts := []struct{ name, sql, args string }{
 		{"runState", s.q.runState, `'00000000000000000000000001'`},
 		{"runStates", s.q.runStates, `'{00000000000000000000000001,00000000000000000000000002}'::text[]`},
 		{"runLeaves", s.q.runLeaves, `'00000000000000000000000001'`},
-		{"appendKnown", s.q.appendKnown, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 5) + `'{1,2}'::bigint[], ` + hashes + `, '{1,1}'::bigint[], ` +
-			ids + `, '{2,3}'::bigint[], '{a,b}'::text[], ` + nulls + `, ` + strings.Repeat(hashes+`, `, 3) + hashes},
+		{"appendKnown", s.q.appendKnown, appendKnownArgs},
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode, pgx.QueryExecModeSimpleProtocol); err != nil {

@@ -49,21 +49,8 @@ func TestUnsealedByEdit_OldJournalIsIndexedOnOpen(t *testing.T) {
 		query string
 		args  []any
 	}{{qLeafIndex, []any{"default", make([]byte, 32)}}, {qRunLeaves, []any{`["00"]`, "default"}}} {
-		rows, err := s.rdb.QueryContext(ctx, `EXPLAIN QUERY PLAN `+q.query, q.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if !strings.Contains(strings.Join(plan, "\n"), "SEARCH n USING COVERING INDEX log_leaf_hashes") && !strings.Contains(strings.Join(plan, "\n"), "SEARCH log_nodes USING COVERING INDEX log_leaf_hashes") {
+		plan := strings.Join(queryPlan(t, s, q.query, q.args...), "\n")
+		if !strings.Contains(plan, "SEARCH n USING COVERING INDEX log_leaf_hashes") && !strings.Contains(plan, "SEARCH log_nodes USING COVERING INDEX log_leaf_hashes") {
 			t.Errorf("the plan of %q is %q, want a search of log_leaf_hashes", q.query, plan)
 		}
 	}
