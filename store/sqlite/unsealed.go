@@ -75,7 +75,7 @@ type runLeaves struct {
 const runLeavesChunk = 256
 
 func (s *Store) runLeaves(tx *sql.Tx) *runLeaves {
-	return &runLeaves{s: s, tx: tx, seqs: make(map[log.Hash]store.Seq, runLeavesChunk)}
+	return &runLeaves{s: s, tx: tx, seqs: map[log.Hash]store.Seq{}} // most runs are short: grown as needed
 }
 
 // qRunLeaves finds the tenant's leaves among the leaf hashes of a JSON
