@@ -100,6 +100,9 @@ func (t *T) wantAppendsRefused(f sealedLog, run store.RunID, epoch store.Epoch) 
 	if got := t.checkpoint(f.j); got != cp {
 		t.Fatalf("after refused appends the checkpoint is %+v, was %+v", got, cp)
 	}
+	// The edit is still there to be found.
+	_, err = f.j.Verify(t.ctx, run)
+	t.wantLoggedUnsealed(err, run, "Verify after refused appends")
 }
 
 func checkUnsealedByEditResealRefused(t *T) {
@@ -111,6 +114,8 @@ func checkUnsealedByEditResealRefused(t *T) {
 	if got := t.checkpoint(f.j); got != cp {
 		t.Fatalf("after a refused re-seal the checkpoint is %+v, was %+v: the log holds a run twice", got, cp)
 	}
+	_, err = f.j.Verify(t.ctx, run)
+	t.wantLoggedUnsealed(err, run, "Verify after a refused re-seal")
 }
 
 // checkEarlierRecordInLog: a run unsealed by an edit and then appended to
