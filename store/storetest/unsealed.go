@@ -13,8 +13,8 @@ import (
 // columns back to NULL, as an edit of the journal can, while the log still
 // holds its leaf (spec/records.md, "What each check catches"). The run's
 // own Verify must refuse it, and so must every write to it: an append, an
-// atomic append and a second seal, each refused as corruption with nothing
-// stored changed.
+// atomic append, a bulk append, a second seal and a bulk seal, each
+// refused as corruption with nothing stored changed.
 
 // unsealByEdit removes the seal of the run at log index 2 of f from its
 // row, and returns that run.
@@ -88,6 +88,10 @@ func (t *T) wantAppendsRefused(f sealedLog, run store.RunID, epoch store.Epoch) 
 		})
 		t.wantLoggedUnsealed(err, run, "AppendAtomic to a run whose seal was edited away")
 	}
+	if bw, ok := f.j.(store.BulkWriter); ok {
+		_, err := bw.AppendBulk(t.ctx, []store.BulkAppend{{Epoch: epoch, Batch: []store.Append{note(run, "in bulk, after the edit")}}})
+		t.wantLoggedUnsealed(err, run, "AppendBulk to a run whose seal was edited away")
+	}
 	// The refusal is the run's alone: an append to another run goes in.
 	t.append(f.j, 1, note(f.open, "beside the refused appends"))
 	if h := t.head(f.j, run); h != head {
@@ -111,6 +115,10 @@ func checkUnsealedByEditResealRefused(t *T) {
 	cp := t.checkpoint(f.j)
 	_, err := f.j.Seal(t.ctx, run, 1, "cancelled") // the run's outcome (index 2 of sealRuns)
 	t.wantLoggedUnsealed(err, run, "Seal of a run whose seal was edited away")
+	if bw, ok := f.j.(store.BulkWriter); ok {
+		_, err := bw.SealBulk(t.ctx, []store.BulkSeal{{Run: run, Epoch: 1, Outcome: "cancelled"}})
+		t.wantLoggedUnsealed(err, run, "SealBulk of a run whose seal was edited away")
+	}
 	if got := t.checkpoint(f.j); got != cp {
 		t.Fatalf("after a refused re-seal the checkpoint is %+v, was %+v: the log holds a run twice", got, cp)
 	}
