@@ -119,7 +119,9 @@ type Journal interface {
 // Appender is the append role: the only way records enter a journal.
 type Appender interface {
 	// Append writes a batch of one run under epoch, assigning seqs and
-	// linking the chain; all or nothing.
+	// linking the chain; all or nothing. A run whose row says it is open
+	// while the log holds its head as a leaf (its seal was edited away) is
+	// refused with a CorruptError (LoggedUnsealed), nothing written.
 	Append(ctx context.Context, epoch Epoch, batch []Append) ([]Record, error)
 }
 
@@ -149,7 +151,9 @@ type Reader interface {
 	// record's hash and link, contiguous seqs, the recorded head, the
 	// outcome index against the chain's latest conclusion, and for a sealed
 	// run its leaf (the terminal hash) and its sealed outcome (the chain's
-	// latest conclusion). A failure is CorruptError.
+	// latest conclusion); and against the log (CheckRunLeaves): a sealed
+	// run's head must be the leaf at its log index, and no record of an
+	// open run a leaf. A failure is CorruptError.
 	Verify(ctx context.Context, run RunID) (Digest, error)
 }
 
@@ -212,7 +216,9 @@ type Sealer interface {
 	// Seal freezes a run whose latest conclusion is a sealing outcome, makes
 	// its head hash the next leaf of the tenant's log in the same
 	// transaction, and returns that hash. First seal wins; a re-seal returns
-	// the same digest and changes nothing.
+	// the same digest and changes nothing. A run whose row says it is open
+	// while the log already holds its head is refused as Append refuses
+	// it, never given a second leaf.
 	Seal(ctx context.Context, run RunID, epoch Epoch, outcome string) (Digest, error)
 }
 

@@ -25,8 +25,10 @@ func (a *app) verifyCmd() *cobra.Command {
 record's hash must cover its stored bytes, each prev_hash must link to the
 record before it, seqs must be contiguous from 1, the chain must end at the
 run's recorded head, the outcome index must be the chain's latest
-conclusion, and a sealed run's leaf must be its terminal hash and its
-sealed outcome the chain's latest conclusion.
+conclusion, a sealed run's leaf must be its terminal hash and its sealed
+outcome the chain's latest conclusion, and the Merkle log must hold a
+sealed run's head at the run's log index and no record of an open run
+(a seal removed by editing the database; spec/records.md section 7).
 
 verify --all then checks the tenant's Merkle log in one snapshot, streaming:
 every stored node recomputed from the leaves (and no other node stored),

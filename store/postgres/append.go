@@ -35,6 +35,7 @@ type runState struct {
 	sealedOutcome *string
 	leaf          []byte
 	logIndex      *int64
+	logged        *int64 // the log index of the head of a run whose row is open; see unsealed.go
 }
 
 // locked is a run's state inside a write transaction that holds its lock.
@@ -139,7 +140,7 @@ func readRunStates(br pgx.BatchResults, at map[string]int, locks []locked) error
 		var st runState
 		var seq int64
 		var hash []byte
-		if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex); err != nil {
+		if err := rows.Scan(&id, &seq, &hash, &st.outcome, &st.sealedOutcome, &st.leaf, &st.logIndex, &st.logged); err != nil {
 			return fmt.Errorf("read runs: %w", err)
 		}
 		i, ok := at[id]
@@ -236,6 +237,9 @@ type appendPlan struct {
 func (s *Store) planAppend(l locked, run store.RunID, epoch store.Epoch, batch []store.Append) (*appendPlan, error) {
 	if l.run.sealedOutcome != nil {
 		return nil, &store.RunSealedError{Run: run, Outcome: *l.run.sealedOutcome}
+	}
+	if err := l.run.writable(run); err != nil {
+		return nil, err
 	}
 	if err := l.fence(run, epoch); err != nil {
 		return nil, err

@@ -42,6 +42,9 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 	if l.run.sealedOutcome != nil {
 		return nil, &store.RunSealedError{Run: run, Outcome: *l.run.sealedOutcome}
 	}
+	if err := l.run.writable(run); err != nil {
+		return nil, err
+	}
 	if err := l.fence(run, epoch); err != nil {
 		return nil, err
 	}

@@ -39,27 +39,23 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 		}
 	}
 
-	const ids = `'{01AAAAAAAAAAAAAAAAAAAAAAAA,01BBBBBBBBBBBBBBBBBBBBBBBB}'::text[]`
-	const hashes = `ARRAY['\x00'::bytea, '\x00'::bytea]`
-	const nulls = `'{NULL,NULL}'::text[]`
 	stmts := []struct {
 		name, sql, args string
 		rels            []string // the relations whose scans must be primary key probes
 	}{
-		{"lockLeases", s.q.lockLeases, ids, []string{"leases"}},
-		{"runStates", s.q.runStates, ids, []string{"runs"}},
+		{"lockLeases", s.q.lockLeases, planRuns, []string{"leases"}},
+		{"runStates", s.q.runStates, planRuns, []string{"runs"}},
 		{"lockLease", s.q.lockLease, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"leases"}},
 		{"runState", s.q.runState, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"updateRun", s.q.updateRun, `'01AAAAAAAAAAAAAAAAAAAAAAAA', 2, '\x00'::bytea, NULL, NULL, NULL, NULL, NULL`, []string{"runs"}},
-		{"updateRuns", s.q.updateRuns, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 4) + nulls, []string{"runs"}},
-		{"appendKnown", s.q.appendKnown, ids + `, '{2,3}'::bigint[], ` + hashes + `, ` + strings.Repeat(nulls+`, `, 5) + `'{1,2}'::bigint[], ` + hashes + `, '{1,1}'::bigint[], ` +
-			ids + `, '{2,3}'::bigint[], '{a,b}'::text[], ` + nulls + `, ` + strings.Repeat(hashes+`, `, 3) + hashes, []string{"runs", "leases"}},
-		{"sealRuns", s.q.sealRuns, ids + `, '{ok,ok}'::text[], '{1,2}'::bigint[], ` + hashes, []string{"runs"}},
+		{"updateRuns", s.q.updateRuns, planRuns + `, '{2,3}'::bigint[], ` + planHashes + `, ` + strings.Repeat(planNulls+`, `, 4) + planNulls, []string{"runs"}},
+		{"appendKnown", s.q.appendKnown, appendKnownArgs, []string{"runs", "leases"}},
+		{"sealRuns", s.q.sealRuns, planRuns + `, '{ok,ok}'::text[], '{1,2}'::bigint[], ` + planHashes, []string{"runs"}},
 		{"head", s.q.head, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"verifyRun", s.q.verifyRun, `'01AAAAAAAAAAAAAAAAAAAAAAAA'`, []string{"runs"}},
 		{"requestCancel", s.q.requestCancel, `'01AAAAAAAAAAAAAAAAAAAAAAAA', 'a', 'b', 'c'`, []string{"runs"}},
-		{"positions", s.q.positions, ids, []string{"runs"}},
-		{"heads", s.q.heads, ids, []string{"runs"}},
+		{"positions", s.q.positions, planRuns, []string{"runs"}},
+		{"heads", s.q.heads, planRuns, []string{"runs"}},
 		{"abandoned", s.q.abandoned, `10`, []string{"runs"}}, // its leases scan is the listing itself
 	}
 	check := func(phase, tenant string) {
@@ -90,6 +86,17 @@ func TestPlans_FreshTenantUsesPrimaryKey(t *testing.T) {
 	check("analyzed with another tenant", "fresh")
 	check("analyzed", "big")
 }
+
+// Arguments for the EXPLAINs of statements over two runs (plans of
+// prepared statements, so the values only need their types).
+const (
+	planRuns   = `'{01AAAAAAAAAAAAAAAAAAAAAAAA,01BBBBBBBBBBBBBBBBBBBBBBBB}'::text[]`
+	planHashes = `ARRAY['\x00'::bytea, '\x00'::bytea]`
+	planNulls  = `'{NULL,NULL}'::text[]`
+	// appendKnownArgs are appendKnown's arguments after the tenant.
+	appendKnownArgs = planRuns + `, '{2,3}'::bigint[], ` + planHashes + `, ` + planNulls + `, ` + planNulls + `, ` + planNulls + `, ` + planNulls + `, ` + planNulls + `, '{1,2}'::bigint[], ` + planHashes + `, '{1,1}'::bigint[], ` +
+		planRuns + `, '{2,3}'::bigint[], '{a,b}'::text[], ` + planNulls + `, ` + planHashes + `, ` + planHashes + `, ` + planHashes + `, ` + planHashes
+)
 
 // statsSchema creates a schema of the journal's tables for tb, named
 // prefix and a fresh suffix, and drops it after tb: autovacuum leaves its

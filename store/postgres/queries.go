@@ -19,7 +19,7 @@ type queries struct {
 	logNext, logSize, readNodes, writeNodes                    string
 	sealRuns                                                   string
 	caseRuns                                                   string
-	head, records, verifyRun, caseHistory, waiting             string
+	head, records, verifyRun, runLeaves, caseHistory, waiting  string
 	recordsWithin                                              string
 	byOutcome, countOutcome, admittedAs, forget                string
 	recent, recentAfter, recentFrom, recentFromAfter, runsByID string
@@ -92,7 +92,7 @@ func newQueries(schema string) queries {
 		// A separate statement from the lock, so that under READ COMMITTED it
 		// reads the runs as the locks' previous holders committed them.
 		runStates: f(`SELECT r.* FROM unnest($2::text[]) AS u(run)
-			CROSS JOIN LATERAL ` + runByID("run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index", "u.run", "") + ` r`),
+			CROSS JOIN LATERAL ` + runByID(runStateCols, "u.run", "") + ` r`),
 		// The same three for one run ($2 its id), which most writes lock:
 		// with scalar parameters PostgreSQL soon keeps a generic plan and
 		// stops planning them per call, which with an array it never does
@@ -101,7 +101,7 @@ func newQueries(schema string) queries {
 			VALUES ($1, $2, '', 0, 'epoch', true) ON CONFLICT (tenant, run) DO NOTHING`),
 		lockLease: f(`SELECT run, owner, epoch, expires_at, released, clock_timestamp() FROM {S}.leases
 			WHERE tenant = $1 AND run = $2 FOR UPDATE`),
-		runState: f(`SELECT * FROM ` + runByID("run, head_seq, head_hash, outcome, sealed_outcome, leaf, log_index", "$2::text", "") + ` r`),
+		runState: f(`SELECT * FROM ` + runByID(runStateCols, "$2::text", "") + ` r`),
 		insertRecord: f(`INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
 			VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
 		// The multi-row forms, for a group: one statement per table. Rows go
@@ -122,7 +122,8 @@ func newQueries(schema string) queries {
 		// (see known.go), in one statement: lock each lease row (array
 		// order, as lockLeases) and keep the runs whose epoch is the
 		// append's; move the head of each of those whose run row still has
-		// the expected head and is unsealed; insert the records of the runs
+		// the expected head and is unsealed, and whose head the log does
+		// not hold (unsealed.go); insert the records of the runs
 		// moved, in array order. It returns the runs written; a run missing
 		// from the answer wrote nothing.
 		appendKnown: f(`WITH lk AS MATERIALIZED (
@@ -132,7 +133,7 @@ func newQueries(schema string) queries {
 			up AS (UPDATE {S}.runs AS r ` + runsFromU + `
 			FROM unnest($2::text[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bytea[])
 				AS u(run, seq, hash, source, outcome, awaiting, event, until, prev_seq, prev_hash)
-				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "sealed_outcome IS NULL AND head_seq = u.prev_seq AND head_hash = u.prev_hash") + ` k
+				CROSS JOIN LATERAL ` + runByID("ctid AS tid", "u.run", "sealed_outcome IS NULL AND head_seq = u.prev_seq AND head_hash = u.prev_hash AND NOT EXISTS "+leafOf("u.prev_hash", "1")) + ` k
 			WHERE r.ctid = k.tid AND u.run IN (SELECT run FROM lk)
 			RETURNING r.run),
 			ins AS (INSERT INTO {S}.records(tenant, run, seq, kind, case_id, effect_key, prev_hash, hash, raw)
@@ -198,7 +199,10 @@ func newQueries(schema string) queries {
 			SELECT seq, prev_hash, hash, raw, sum(octet_length(raw)) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) - octet_length(raw) AS before
 			FROM {S}.records WHERE tenant = $1 AND run = $2 AND seq >= $3 ORDER BY seq LIMIT $4) r
 			WHERE before <= $5 OR seq <= $3 + 1 ORDER BY seq`),
-		verifyRun: f(`SELECT * FROM ` + runByID("head_seq, head_hash, outcome, sealed_outcome, leaf", "$2::text", "") + ` r`),
+		verifyRun: f(`SELECT * FROM ` + runByID("head_seq, head_hash, outcome, sealed_outcome, leaf, log_index", "$2::text", "") + ` r`),
+		runLeaves: f(`SELECT r.seq, n.idx FROM {S}.records r
+			JOIN {S}.log_nodes n ON n.tenant = r.tenant AND n.level = 0 AND n.hash = sha256('\x00'::bytea || r.hash)
+			WHERE r.tenant = $1 AND r.run = $2`),
 		caseHistory: f(`SELECT run, seq, prev_hash, hash, raw FROM {S}.records WHERE tenant = $1 AND case_id = $2
 			ORDER BY id LIMIT $3`),
 		waiting: f(`SELECT run, wait_awaiting, coalesce(wait_event, ''), wait_until FROM {S}.runs

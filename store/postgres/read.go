@@ -89,7 +89,7 @@ func (s *Store) ReadStored(ctx context.Context, run store.RunID, from store.Seq,
 	if err != nil {
 		return nil, 0, err
 	}
-	err = s.scanRecords(ctx, run, from, limit, maxBytes, nil, func(r store.Record) error {
+	err = s.scanRecords(ctx, run, from, limit, maxBytes, nil, nil, func(r store.Record) error {
 		if !page.Add(r) {
 			return errPageComplete
 		}
@@ -110,7 +110,7 @@ func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, 
 		return nil, &store.InvalidArgumentError{Field: "from", Detail: "seqs start at 1"}
 	}
 	out := []store.Record{}
-	err := s.scanRecords(ctx, run, from, limit, 0, nil, func(r store.Record) error {
+	err := s.scanRecords(ctx, run, from, limit, 0, nil, nil, func(r store.Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -126,8 +126,10 @@ func (s *Store) readRange(ctx context.Context, run store.RunID, from store.Seq, 
 // missing at the end is as much a gap as one missing in the middle. With
 // maxBytes > 0 only the rows that start within maxBytes of stored bytes are
 // read, and fn must stop the scan (with an error) at the first row that
-// crosses it. headFn, if set, sees the run's row first.
-func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int, headFn func(verifyRow) error, fn func(store.Record) error) error {
+// crosses it. headFn, if set, sees the run's row first. leaves, if set,
+// receives, read in the same snapshot, every record of the run the log
+// holds as a leaf.
+func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int, headFn func(verifyRow) error, leaves *[]store.LeafAt, fn func(store.Record) error) error {
 	if from > math.MaxInt64 {
 		return nil
 	}
@@ -143,11 +145,14 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		} else {
 			b.Queue(s.q.records, s.tenant, id, int64(from), lim)
 		}
+		if leaves != nil {
+			b.Queue(s.q.runLeaves, s.tenant, id)
+		}
 	}, func(br pgx.BatchResults) error {
 		var v verifyRow
 		var seq int64
 		var hash []byte
-		err := br.QueryRow().Scan(&seq, &hash, &v.outcome, &v.sealedOutcome, &v.leaf)
+		err := br.QueryRow().Scan(&seq, &hash, &v.outcome, &v.sealedOutcome, &v.leaf, &v.logIndex)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -190,8 +195,12 @@ func (s *Store) scanRecords(ctx context.Context, run store.RunID, from store.Seq
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		rows.Close()
 		if expect := chain.Expect(); from <= end && expect-1 != end {
 			return &store.CorruptError{Run: run, Seq: expect, Detail: fmt.Sprintf("records missing: the run's head is seq %d", v.head.Seq)}
+		}
+		if leaves != nil {
+			return readRunLeaves(br, leaves)
 		}
 		return nil
 	})
@@ -204,22 +213,26 @@ type verifyRow struct {
 	outcome       *string
 	sealedOutcome *string
 	leaf          []byte
+	logIndex      *int64
 }
 
 // Verify implements store.Journal: it re-checks the whole chain from
 // genesis, in constant memory, against the run's recorded head and, for a
-// sealed run, against its leaf, all in one snapshot.
+// sealed run, against its leaf; and against the log, which must hold the
+// head of a sealed run at its index and no record of an open one (a seal
+// removed by editing the database, unsealed.go); all in one snapshot.
 func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
 	var row verifyRow
 	v := store.NewChainVerifier(run)
 	var concluded store.Conclusion
+	var leaves []store.LeafAt
 	err := s.scanRecords(ctx, run, 1, -1, 0, func(r verifyRow) error {
 		row = r
 		if !r.exists {
 			return &store.NotFoundError{What: "run " + run.String()}
 		}
 		return nil
-	}, func(r store.Record) error {
+	}, &leaves, func(r store.Record) error {
 		if r.Seq > row.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record beyond the run's head (seq %d)", row.head.Seq)}
 		}
@@ -238,6 +251,9 @@ func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, erro
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: row.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
 	}
 	if err := concluded.Check(run, row.outcome, row.sealedOutcome); err != nil {
+		return store.Digest{}, err
+	}
+	if err := store.CheckRunLeaves(run, row.head, row.sealedOutcome != nil, row.logIndex, leaves); err != nil {
 		return store.Digest{}, err
 	}
 	return row.head.Hash, nil

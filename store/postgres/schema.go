@@ -179,6 +179,7 @@ CREATE TABLE {S}.witness_alarms(
 	{"derived listing rows (derived.go)", derivedRowsSchema},
 	{"covering indexes for inclusion proofs (proofindex.go)", proofIndexesSchema},
 	{"covering indexes for inclusion proofs packed full (proofindexdense.go)", denseProofIndexesSchema},
+	{"the log's leaves by hash (unsealed.go)", leafHashesSchema},
 }
 
 // SchemaVersion is the schema this code writes; a newer database is

@@ -108,6 +108,8 @@ func decideSeal(l locked, r *sealReq) (fresh bool, err error) {
 		}
 		r.leaf = store.Digest(l.run.leaf) // first seal wins
 		return false, nil
+	case l.run.writable(r.run) != nil:
+		return false, l.run.writable(r.run)
 	case l.run.outcome == nil || *l.run.outcome != r.outcome:
 		latest := "none"
 		if l.run.outcome != nil {

@@ -101,8 +101,8 @@ func (s *Store) appendTx(tx *sql.Tx, run store.RunID, epoch store.Epoch, parsed 
 	if err != nil {
 		return nil, err
 	}
-	if st.sealedOutcome.Valid {
-		return nil, &store.RunSealedError{Run: run, Outcome: st.sealedOutcome.String}
+	if err := s.checkWritable(ctx, tx, run, st); err != nil {
+		return nil, err
 	}
 	if err := s.checkFence(ctx, tx, run, epoch); err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ func (a atomicJournal) AppendAtomic(ctx context.Context, run store.RunID, epoch 
 		if err != nil {
 			return err
 		}
-		if st.sealedOutcome.Valid {
-			return &store.RunSealedError{Run: run, Outcome: st.sealedOutcome.String}
+		if err := s.checkWritable(wctx, tx, run, st); err != nil {
+			return err
 		}
 		if err := s.checkFence(wctx, tx, run, epoch); err != nil {
 			return err

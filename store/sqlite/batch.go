@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/runseal/runseal/store"
@@ -56,6 +57,9 @@ type batchRun struct {
 	// this transaction; was is the remembered head the write must find.
 	known bool
 	was   store.Head
+	// logged refuses every append to a run read open whose head the log
+	// holds as a leaf (refuseLogged).
+	logged error
 }
 
 // appendBatch implements groupcommit.Batch for appendReq values. The
@@ -117,6 +121,10 @@ func (s *Store) appendTenantBatch(ctx context.Context, tx *sql.Tx, reqs []*appen
 	touched := make([]*batchRun, 0, len(runs))
 	for i, r := range reqs {
 		br := runs[r.run]
+		if br.logged != nil {
+			refusals[i] = br.logged // decided on the stored state: nothing to decide again
+			continue
+		}
 		prepared, err := s.decideAppend(ctx, tx, r, br, claims)
 		if err != nil {
 			if !store.IsDomain(err) {
@@ -309,6 +317,19 @@ func (s *Store) loadBatchRuns(ctx context.Context, tx *sql.Tx, reqs []*appendReq
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	rows.Close()
+	for _, i := range asked {
+		br := &order[i]
+		if !br.st.exists || br.st.sealedOutcome.Valid {
+			continue
+		}
+		switch err := s.refuseLogged(ctx, tx, br.run, br.st.head); {
+		case errors.Is(err, store.ErrCorrupt):
+			br.logged = err
+		case err != nil:
+			return nil, err
+		}
 	}
 	return runs, nil
 }

@@ -411,6 +411,30 @@ func TestSchemaFiveMigratesHotKeys(t *testing.T) {
 // the hot table's keys and then built an automatic index of the whole
 // records table on (tenant, run) for every read: a read of a run of one
 // record cost a pass over every record of the file.
+// queryPlan is the detail of each step of SQLite's plan for query, as a
+// reader of s would run it.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.rdb.Query(`EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 func TestKeyedRecords_PlanReadsRecordsByRowid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	s := open(t, path, Options{})
@@ -428,23 +452,7 @@ func TestKeyedRecords_PlanReadsRecordsByRowid(t *testing.T) {
 	}
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
-			rows, err := s.rdb.Query(`EXPLAIN QUERY PLAN `+q.query, q.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, notused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			plan := queryPlan(t, s, q.query, q.args...)
 			var byRowid, coldByKey int
 			for _, d := range plan {
 				switch {

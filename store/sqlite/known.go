@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/runseal/runseal/log"
 	"github.com/runseal/runseal/store"
 )
 
@@ -18,10 +19,11 @@ import (
 //
 // The memory is never trusted, as PostgreSQL's is not (store/postgres,
 // known.go): the statement that moves a remembered run's head moves it only
-// if the row still holds the remembered head, is unsealed, and its lease
-// (or the absence of one) is still the remembered epoch, and the batch
-// fails unless every remembered run moved. Another process's append or
-// seal, a lease taken anew (renewing or releasing one keeps its epoch,
+// if the row still holds the remembered head, is unsealed, its lease
+// (or the absence of one) is still the remembered epoch, and the log holds
+// no leaf of the remembered head, and the batch fails unless every
+// remembered run moved. Another process's append or seal, a seal whose
+// columns were then edited away (unsealed.go), a lease taken anew (renewing or releasing one keeps its epoch,
 // which is all the fence compares), a write of this process by another
 // path, or a group rolled back after the memory was updated (a failed
 // commit leaves it ahead of the file), all fail that check; the group then
@@ -93,7 +95,7 @@ func (s *Store) forget() { s.known = nil }
 
 // moveKnownHeads moves the heads of the remembered runs among touched, each
 // only if its row still holds the remembered head, unsealed, under the
-// remembered lease. It fails with errKnownStale unless every one moved.
+// remembered lease, and the log holds no leaf of that head. It fails with errKnownStale unless every one moved.
 func (s *Store) moveKnownHeads(ctx context.Context, tx *sql.Tx, touched []*batchRun) error {
 	var rows []any
 	tenant := any(s.tenant)
@@ -105,16 +107,17 @@ func (s *Store) moveKnownHeads(ctx context.Context, tx *sql.Tx, touched []*batch
 		if br.leased {
 			epoch = int64(br.epoch)
 		}
-		rows = append(rows, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:], int64(br.was.Seq), br.was.Hash[:], epoch)
+		leaf := log.LeafHash(log.Hash(br.was.Hash))
+		rows = append(rows, tenant, br.runText, int64(br.st.head.Seq), br.st.head.Hash[:], int64(br.was.Seq), br.was.Hash[:], epoch, leaf[:])
 	}
 	if len(rows) == 0 {
 		return nil
 	}
 	var moved int64
-	if _, err := s.execRowsCounted(ctx, tx, qMoveKnownHead, qMoveKnownHeads, 7, rows, &moved); err != nil {
-		return fmt.Errorf("update the heads of %d runs: %w", len(rows)/7, err)
+	if _, err := s.execRowsCounted(ctx, tx, qMoveKnownHead, qMoveKnownHeads, 8, rows, &moved); err != nil {
+		return fmt.Errorf("update the heads of %d runs: %w", len(rows)/8, err)
 	}
-	if want := int64(len(rows) / 7); moved != want {
+	if want := int64(len(rows) / 8); moved != want {
 		return fmt.Errorf("%w (%d of %d moved)", errKnownStale, moved, want)
 	}
 	return nil

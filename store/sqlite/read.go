@@ -132,7 +132,10 @@ func (s *Store) scanRecordsTx(ctx context.Context, tx *sql.Tx, run store.RunID, 
 
 // Verify implements store.Journal: it re-checks the whole chain from
 // genesis, in constant memory, against the run's recorded head and, for a
-// sealed run, against its leaf. The head and the records are read in one
+// sealed run, against its leaf; and against the log, which must hold the
+// head of a sealed run at its index and no record of an open one (a seal
+// removed by editing the file, unsealed.go). The head, the records and
+// the log are read in one
 // snapshot, so a record past the head cannot be a concurrent append: it is
 // a record no verified chain covers, which Read would still return.
 func (s *Store) Verify(ctx context.Context, run store.RunID) (store.Digest, error) {
@@ -155,11 +158,15 @@ func (s *Store) verifyTx(ctx context.Context, tx *sql.Tx, run store.RunID) (stor
 	}
 	v := store.NewChainVerifier(run)
 	var concluded store.Conclusion
+	leaves := s.runLeaves(tx)
 	err = s.scanRecordsTx(ctx, tx, run, 1, -1, func(r store.Record) error {
 		if r.Seq > st.head.Seq {
 			return &store.CorruptError{Run: run, Seq: r.Seq, Detail: fmt.Sprintf("record stored past the run's head (seq %d)", st.head.Seq)}
 		}
 		if err := v.Next(r); err != nil {
+			return err
+		}
+		if err := leaves.add(ctx, r); err != nil {
 			return err
 		}
 		return concluded.Next(r)
@@ -174,6 +181,11 @@ func (s *Store) verifyTx(ctx context.Context, tx *sql.Tx, run store.RunID) (stor
 		return store.Digest{}, &store.CorruptError{Run: run, Seq: st.head.Seq, Detail: "sealed leaf is not the run's terminal hash"}
 	}
 	if err := concluded.Check(run, nullable(st.outcome), nullable(st.sealedOutcome)); err != nil {
+		return store.Digest{}, err
+	}
+	// The log must hold the run's head, at its seal's index, if it is
+	// sealed, and none of its records if it is open (unsealed.go).
+	if err := leaves.check(ctx, run, st); err != nil {
 		return store.Digest{}, err
 	}
 	return st.head.Hash, nil

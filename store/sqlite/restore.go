@@ -85,7 +85,7 @@ func (s *Store) SealBulk(ctx context.Context, seals []store.BulkSeal) ([]store.D
 			if st.leased && st.epoch != b.Epoch {
 				fence = &store.FencedError{Run: b.Run, Held: b.Epoch, Current: st.epoch}
 			}
-			leaf, fresh, err := s.sealRun(bg, stmts.exec, b.Run, b.Epoch, b.Outcome, size+uint64(len(leaves)), st.runState, fence)
+			leaf, fresh, err := s.sealRun(bg, tx, stmts.exec, b.Run, b.Epoch, b.Outcome, size+uint64(len(leaves)), st.runState, fence)
 			if err != nil {
 				return err
 			}

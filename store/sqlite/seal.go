@@ -34,7 +34,7 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 		if st.exists {
 			fence = s.checkFence(bg, tx, run, epoch)
 		}
-		l, fresh, err := s.sealRun(bg, exec, run, epoch, outcome, size, st, fence)
+		l, fresh, err := s.sealRun(bg, tx, exec, run, epoch, outcome, size, st, fence)
 		if err != nil || !fresh {
 			leaf = l
 			return err
@@ -55,9 +55,11 @@ func (s *Store) Seal(ctx context.Context, run store.RunID, epoch store.Epoch, ou
 // run's state st and the fence's answer (both read by the caller in that
 // transaction), and, if the run was not sealed yet, marks it sealed at
 // index; the caller adds its leaf to the tree and grows the log. fresh is
-// false for a re-seal (first seal wins), which writes nothing. exec runs
-// the update.
-func (s *Store) sealRun(ctx context.Context, exec execFunc, run store.RunID, epoch store.Epoch, outcome string, index uint64, st runState, fence error) (leaf store.Digest, fresh bool, err error) {
+// false for a re-seal (first seal wins), which writes nothing. A run whose
+// row is open but whose head the log already holds is refused as edited
+// (refuseLogged), not given a second leaf. q reads and exec runs the
+// update, in the writer's transaction.
+func (s *Store) sealRun(ctx context.Context, q querier, exec execFunc, run store.RunID, epoch store.Epoch, outcome string, index uint64, st runState, fence error) (leaf store.Digest, fresh bool, err error) {
 	if !st.exists {
 		return leaf, false, &store.NotFoundError{What: "run " + run.String()}
 	}
@@ -66,6 +68,9 @@ func (s *Store) sealRun(ctx context.Context, exec execFunc, run store.RunID, epo
 	}
 	if st.sealedOutcome.Valid {
 		return store.Digest(st.leaf), false, nil // first seal wins
+	}
+	if err := s.refuseLogged(ctx, q, run, st.head); err != nil {
+		return leaf, false, err
 	}
 	if !st.outcome.Valid || st.outcome.String != outcome {
 		latest := "none"

@@ -49,8 +49,9 @@ import (
 // record_keys_hot (keys.go), rebuilding the table of an older file;
 // version 6 made record_keys_hot a table in the order of its records' ids
 // instead of keyed by (tenant, run, seq), copying the hot keys of an older
-// file across (migrateHotKeys).
-const SchemaVersion = 6
+// file across (migrateHotKeys); version 7 the index of the log's leaves by
+// hash (log_leaf_hashes, unsealed.go), built over an older file's leaves.
+const SchemaVersion = 7
 
 // Options configures a Store. The zero value is valid.
 type Options struct {
@@ -413,7 +414,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	case v == SchemaVersion:
 		return tx.Commit()
 	}
-	if _, err := tx.ExecContext(ctx, schema+derivedRowsSchema); err != nil {
+	if _, err := tx.ExecContext(ctx, schema+derivedRowsSchema+leafIndex); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
 	// A version 2 file's register lacks the column CREATE TABLE IF NOT

@@ -51,11 +51,13 @@ var (
 		repeatRows("(?,?,?,?)", rowsPerStmt) + `) AS v WHERE runs.tenant = v.column1 AND runs.run = v.column2`
 	// qMoveKnownHeads moves the heads of runs the writer remembers
 	// (known.go), each only if its row still holds the remembered head
-	// (column5, column6), is unsealed, and is under the remembered lease
-	// epoch (column7; NULL: no lease row). The caller counts the rows moved.
+	// (column5, column6), is unsealed, is under the remembered lease
+	// epoch (column7; NULL: no lease row), and the log holds no leaf of
+	// the remembered head (column8, its leaf hash; see unsealed.go). The
+	// caller counts the rows moved.
 	qMoveKnownHeads = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES ` +
-		repeatRows("(?,?,?,?,?,?,?)", rowsPerStmt) + `) AS v WHERE ` + moveKnownWhere
-	qMoveKnownHead = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES (?,?,?,?,?,?,?)) AS v WHERE ` + moveKnownWhere
+		repeatRows("(?,?,?,?,?,?,?,?)", rowsPerStmt) + `) AS v WHERE ` + moveKnownWhere
+	qMoveKnownHead = `UPDATE runs SET head_seq = v.column3, head_hash = v.column4 FROM (VALUES (?,?,?,?,?,?,?,?)) AS v WHERE ` + moveKnownWhere
 	// qLoadRuns reads the state and lease of the runs named in a JSON
 	// array, in one statement, each row led by its run's index in the array.
 	qLoadRuns = `SELECT q.key, q.value, r.head_seq, r.head_hash, r.outcome, r.sealed_outcome, l.epoch, r.active_at, r.wait_awaiting IS NOT NULL FROM json_each(?) q
@@ -64,13 +66,14 @@ var (
 )
 
 const moveKnownWhere = `runs.tenant = v.column1 AND runs.run = v.column2 AND runs.head_seq = v.column5 AND runs.head_hash = v.column6
-		AND runs.sealed_outcome IS NULL AND (SELECT l.epoch FROM leases l WHERE l.tenant = v.column1 AND l.run = v.column2) IS v.column7`
+		AND runs.sealed_outcome IS NULL AND (SELECT l.epoch FROM leases l WHERE l.tenant = v.column1 AND l.run = v.column2) IS v.column7
+		AND NOT EXISTS (SELECT 1 FROM log_nodes n WHERE n.tenant = v.column1 AND n.level = 0 AND n.hash = v.column8)`
 
 func repeatRows(row string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+",", n), ",")
 }
 
-var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads, qMoveKnownHead, qMoveKnownHeads, qChainEpoch}
+var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmission, qClaim, qInsertRecord, qUpsertRun, qInsertRecords, qUpsertRuns, qLoadRuns, qInsertKey, qInsertKeys, qMergeKeys, qClearHot, qAdvanceHead, qAdvanceHeads, qMoveKnownHead, qMoveKnownHeads, qChainEpoch, qLeafIndex}
 
 // readQueries are the statements of the read paths every read of a run
 // takes (Head, Read, ReadPage, Verify, an export's page). Their union over
@@ -78,7 +81,7 @@ var hotQueries = []string{qSavepoint, qRelease, qLoadRun, qFence, qEffect, qAdmi
 // short run's read costs to execute, so they are prepared on the read pool:
 // database/sql prepares each on a pool connection the first time that
 // connection runs it and keeps it there while the connection lives.
-var readQueries = []string{qLoadRun, qReadRun, qScanRecords}
+var readQueries = []string{qLoadRun, qReadRun, qScanRecords, qRunLeaves}
 
 // stmts are statements prepared on one pool, by query.
 type stmts map[string]*sql.Stmt

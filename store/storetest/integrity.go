@@ -130,6 +130,8 @@ func checkZeroedLeafHash(t *T) {
 	f := t.sealedLog()
 	t.tamper(f.j, `UPDATE log_nodes SET hash = ? WHERE tenant = ? AND level = 0 AND idx = 4`, make([]byte, 32), f.j.Tenant())
 	t.wantLogCorrupt(f, "zeroing the stored leaf hash (0, 4)")
+	// The run sealed at 4 is no leaf of the log any more.
+	t.wantRunCorrupt(f, f.sealed[4], "zeroing the stored leaf hash (0, 4)")
 }
 
 func checkDeletedLogNode(t *T) {
@@ -188,6 +190,9 @@ func checkSwappedIndexes(t *T) {
 	t.tamper(f.j, `UPDATE runs SET log_index = 0 WHERE tenant = ? AND run = ?`, f.j.Tenant(), b)
 	t.tamper(f.j, `UPDATE runs SET log_index = 1 WHERE tenant = ? AND run = ?`, f.j.Tenant(), a)
 	t.wantLogCorrupt(f, "swapping the log indexes of two sealed runs")
+	// Each run's leaf is in the log, at the other's index.
+	t.wantRunCorrupt(f, f.sealed[0], "swapping the log indexes of two sealed runs")
+	t.wantRunCorrupt(f, f.sealed[1], "swapping the log indexes of two sealed runs")
 }
 
 func checkChangedLeaf(t *T) {
