@@ -36,6 +36,9 @@ var (
 	// ErrInvalidArgument matches *InvalidArgumentError: a value from
 	// outside is refused.
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrStorageFull matches *StorageFullError: the disk or quota under
+	// the store has no room for the write.
+	ErrStorageFull = errors.New("storage full")
 )
 
 // FencedError refuses a write whose epoch is not the run's current lease
@@ -176,6 +179,21 @@ func (e *CommitUnknownError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrCommitUnknown, the error's class; Unwrap
 // leads to the failure that left the outcome unknown.
 func (e *CommitUnknownError) Is(target error) bool { return target == ErrCommitUnknown }
+
+// StorageFullError refuses a write because the filesystem or quota under
+// the store is full (ENOSPC, SQLITE_FULL). Nothing of a refused write is
+// kept unless it is also ErrCommitUnknown; the store takes writes again as
+// soon as space is freed, without a restart.
+type StorageFullError struct {
+	Err error // the underlying failure
+}
+
+func (e *StorageFullError) Error() string {
+	return fmt.Sprintf("storage full: the journal's filesystem has no space left; free space or grow it, and writes resume by themselves (%v)", e.Err)
+}
+
+// Unwrap returns ErrStorageFull, the error's class.
+func (e *StorageFullError) Unwrap() error { return ErrStorageFull }
 
 // NotFoundError reports a missing run, case or other entity.
 type NotFoundError struct {
