@@ -171,8 +171,8 @@ func (p *proc) lines() string {
 
 var servingRE = regexp.MustCompile(`serving .* on (http://\S+)`)
 
-// server is a running 'journal serve' and a writer client for it.
-type server struct {
+// served is a running 'journal serve' and a writer client for it.
+type served struct {
 	*proc
 	base   string
 	client *api.Client
@@ -181,7 +181,7 @@ type server struct {
 // serve starts 'journal serve' on a free loopback port with the journal at
 // loc (a file or a postgres:// DSN) and extra flags, and returns once it
 // listens.
-func serve(t *testing.T, loc, token string, extra ...string) *server {
+func serve(t *testing.T, loc, token string, extra ...string) *served {
 	t.Helper()
 	args := append([]string{"serve", "--store", loc, "--listen", "127.0.0.1:0", "--log-level", "info"}, extra...)
 	p := start(t, nil, "journal", args...)
@@ -194,7 +194,7 @@ func serve(t *testing.T, loc, token string, extra ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &server{proc: p, base: base, client: c}
+	return &served{proc: p, base: base, client: c}
 }
 
 // newJournal creates a journal at loc and returns a writer token for it.

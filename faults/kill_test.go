@@ -23,7 +23,7 @@ func publishing(policy string) []string {
 
 // load runs n writers against srv, each sealing run after run, until one
 // fails (serve died); watch polls its checkpoint meanwhile. stop ends it.
-func load(t *testing.T, srv *server, n int, got *acks, w *watcher) (stop func()) {
+func load(t *testing.T, srv *served, n int, got *acks, w *watcher) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var wg sync.WaitGroup
