@@ -313,3 +313,11 @@ func isDiskFull(err error) bool {
 	var ae *api.Error
 	return errors.As(err, &ae) && ae.Status == 507
 }
+
+// runErr runs a program to completion and returns its combined output and
+// error, for a failure that is itself under test.
+func runErr(t *testing.T, prog string, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(bin(t, prog), args...).CombinedOutput()
+	return string(out), err
+}

@@ -14,7 +14,18 @@ import (
 // noting every acknowledgement in got. It returns the first error, after
 // which the run is left as it stands.
 func runOnce(ctx context.Context, c *api.Client, got *acks, batches, size, pad int) error {
+	return runNoting(ctx, c, got, batches, size, pad, func(store.RunID) {})
+}
+
+// runOnceNoting is one run of one batch of two small records, telling
+// tried its id before anything is sent.
+func runOnceNoting(ctx context.Context, srv *served, got *acks, tried func(store.RunID)) error {
+	return runNoting(ctx, srv.client, got, 1, 2, 64, tried)
+}
+
+func runNoting(ctx context.Context, c *api.Client, got *acks, batches, size, pad int, tried func(store.RunID)) error {
 	run := store.NewRunID()
+	tried(run)
 	l, err := c.Acquire(ctx, run, "faults", 3600e9)
 	if err != nil {
 		return fmt.Errorf("acquire: %w", err)
