@@ -51,7 +51,7 @@ func TestFault_DiskFullUnderServe(t *testing.T) {
 	if full == nil {
 		t.Fatal("8 MiB never filled")
 	}
-	t.Logf("disk full after %d acknowledged records, %d seals: %v", got.n, len(got.seals), full)
+	t.Logf("disk full after %d acknowledged records, %d seals: %v", got.records(), got.seals(), full)
 	if !isDiskFull(full) || !strings.Contains(strings.ToLower(full.Error()), "full") {
 		t.Fatalf("a full disk answered %v; want 507 naming the full disk\n%s", full, tail(srv.lines(), 10))
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
-	"github.com/runseal/runseal/store"
+	"github.com/runseal/runseal/internal/acked"
 )
 
 // EnvFaults turns the campaign on: "1" runs the scenarios.
@@ -204,98 +204,40 @@ func newJournal(t *testing.T, loc string) string {
 	return strings.TrimSpace(run(t, "journal", "token", "create", "--role", "writer", "--store", loc))
 }
 
-// acks is what the journal acknowledged: every record's hash and every
-// seal's leaf, to be found again afterwards.
-type acks struct {
-	mu      sync.Mutex
-	records map[store.RunID]map[store.Seq]store.Digest
-	seals   map[store.RunID]store.Digest
-	n       int
+// newSignedJournal creates a SQLite journal of origin and returns its path,
+// a writer token and its log's verifier key, for a witness policy.
+func newSignedJournal(t *testing.T, origin string) (db, token, logKey string) {
+	t.Helper()
+	db = filepath.Join(t.TempDir(), "j.db")
+	run(t, "journal", "init", "--store", db, "--origin", origin)
+	token = strings.TrimSpace(run(t, "journal", "token", "create", "--role", "writer", "--store", db))
+	logKey = strings.TrimSpace(run(t, "journal", "key", "--store", db))
+	return db, token, logKey
 }
 
-func newAcks() *acks {
-	return &acks{records: map[store.RunID]map[store.Seq]store.Digest{}, seals: map[store.RunID]store.Digest{}}
-}
+// acks is what the journal acknowledged through its API.
+type acks struct{ *acked.Set }
 
-func (a *acks) appended(recs []api.Ack) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func newAcks() acks { return acks{acked.New()} }
+
+func (a acks) appended(recs []api.Ack) {
 	for _, r := range recs {
-		if a.records[r.Run] == nil {
-			a.records[r.Run] = map[store.Seq]store.Digest{}
-		}
-		a.records[r.Run][r.Seq] = r.Hash
-		a.n++
+		a.Record(r.Run, r.Seq, r.Hash)
 	}
 }
 
-func (a *acks) sealed(run store.RunID, leaf store.Digest) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.seals[run] = leaf
-}
+// seals returns how many seals were acknowledged.
+func (a acks) seals() int { _, n := a.Counts(); return n }
 
-// journalReader is what checkAcked reads of a journal store.
-type journalReader interface {
-	Head(ctx context.Context, run store.RunID) (store.Head, error)
-	ReadPage(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error)
-	LogPositions(ctx context.Context, runs []store.RunID) ([]*store.Position, error)
-}
+// records returns how many records were acknowledged.
+func (a acks) records() int { n, _ := a.Counts(); return n }
 
 // checkAcked fails t unless every acknowledged record is stored with its
 // hash and every acknowledged seal is in the log with its leaf.
-func checkAcked(t *testing.T, s journalReader, got *acks) {
+func checkAcked(t *testing.T, s acked.Reader, got acks) {
 	t.Helper()
-	ctx := context.Background()
-	got.mu.Lock()
-	defer got.mu.Unlock()
-	for run, seqs := range got.records {
-		var maxSeq store.Seq
-		for seq := range seqs {
-			maxSeq = max(maxSeq, seq)
-		}
-		h, err := s.Head(ctx, run)
-		if err != nil {
-			t.Fatalf("run %s: %v", run, err)
-		}
-		if h.Seq < maxSeq {
-			t.Fatalf("run %s: acknowledged seq %d lost: head is seq %d", run, maxSeq, h.Seq)
-		}
-		found := 0
-		for from := store.Seq(1); from <= maxSeq; {
-			page, err := s.ReadPage(ctx, run, from, store.MaxLimit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page) == 0 {
-				break
-			}
-			for _, r := range page {
-				if want, ok := seqs[r.Seq]; ok {
-					if want != r.Hash {
-						t.Fatalf("run %s seq %d: acknowledged hash %s, stored %s", run, r.Seq, want, r.Hash)
-					}
-					found++
-				}
-			}
-			from += store.Seq(len(page))
-		}
-		if found != len(seqs) {
-			t.Fatalf("run %s: %d of %d acknowledged records found", run, found, len(seqs))
-		}
-	}
-	runs := make([]store.RunID, 0, len(got.seals))
-	for run := range got.seals {
-		runs = append(runs, run)
-	}
-	pos, err := s.LogPositions(ctx, runs)
-	if err != nil {
+	if err := got.Check(context.Background(), s); err != nil {
 		t.Fatal(err)
-	}
-	for i, p := range pos {
-		if p == nil || p.Leaf != got.seals[runs[i]] {
-			t.Fatalf("run %s: acknowledged seal lost or changed: %+v", runs[i], p)
-		}
 	}
 }
 

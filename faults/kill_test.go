@@ -1,17 +1,12 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // publishing are serve's flags for a log signed after every seal and
@@ -23,7 +18,7 @@ func publishing(policy string) []string {
 
 // load runs n writers against srv, each sealing run after run, until one
 // fails (serve died); watch polls its checkpoint meanwhile. stop ends it.
-func load(t *testing.T, srv *served, n int, got *acks, w *watcher) (stop func()) {
+func load(t *testing.T, srv *served, n int, got acks, w *watcher) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -55,11 +50,8 @@ var cosignedRE = regexp.MustCompile(`publisher: cosigned`)
 // restarted serve publishes what was left and the log verifies.
 func TestFault_ServeKilledWhileSigningAndPublishing(t *testing.T) {
 	campaign(t)
-	db := filepath.Join(t.TempDir(), "j.db")
 	const origin = "example.com/faults/kill"
-	run(t, "journal", "init", "--store", db, "--origin", origin)
-	token := strings.TrimSpace(run(t, "journal", "token", "create", "--role", "writer", "--store", db))
-	logKey := strings.TrimSpace(run(t, "journal", "key", "--store", db))
+	db, token, logKey := newSignedJournal(t, origin)
 	wit := newWitness(t, "w1.example", origin, logKey)
 	policy := writePolicy(t, logKey, wit)
 	got, seen := newAcks(), newWatcher()
@@ -80,12 +72,9 @@ func TestFault_ServeKilledWhileSigningAndPublishing(t *testing.T) {
 				at++
 			}
 		} else {
-			before := len(got.seals)
+			before := got.seals()
 			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				got.mu.Lock()
-				n := len(got.seals)
-				got.mu.Unlock()
-				if n > before {
+				if got.seals() > before {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -97,21 +86,8 @@ func TestFault_ServeKilledWhileSigningAndPublishing(t *testing.T) {
 		srv.kill()
 		stop()
 
-		s, err := sqlite.Open(ctx, db, sqlite.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkAcked(t, s, got)
-		kept := checkSigned(t, s)
-		s.Close()
-		seen.check(t, kept)
-		if n := wit.latest(t, origin); n != nil {
-			b := body(n)
-			if k := kept[sizeOf(t, b)]; !bytes.Equal(k, b) {
-				t.Fatalf("round %d: the witness holds\n%s but the journal keeps\n%s", round, b, k)
-			}
-		}
-		t.Logf("round %d: %d records and %d seals acknowledged, %d checkpoints kept", round, got.n, len(got.seals), len(kept))
+		kept := checkSQLite(t, db, got, seen, origin, wit)
+		t.Logf("round %d: %d records and %d seals acknowledged, %d checkpoints kept", round, got.records(), got.seals(), len(kept))
 	}
 
 	// Publication resumes by itself: the newest signed checkpoint is
@@ -133,11 +109,6 @@ func TestFault_ServeKilledWhileSigningAndPublishing(t *testing.T) {
 		}
 	}
 	srv.kill()
-	s, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen.check(t, checkSigned(t, s))
-	s.Close()
+	checkSQLite(t, db, got, seen, origin, wit)
 	verifyAll(t, db)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api"
+	"github.com/runseal/runseal/internal/acked"
 	"github.com/runseal/runseal/internal/pgtest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/postgres"
@@ -20,7 +21,7 @@ import (
 
 // steadyLoad runs n writers against srv that keep going through errors,
 // noting every run they tried; watch polls the checkpoint meanwhile.
-func steadyLoad(t *testing.T, srv *served, n int, got *acks, tried *sync.Map, w *watcher) (stop func(), failures func() int) {
+func steadyLoad(t *testing.T, srv *served, n int, got acks, tried *sync.Map, w *watcher) (stop func(), failures func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -44,14 +45,14 @@ func steadyLoad(t *testing.T, srv *served, n int, got *acks, tried *sync.Map, w 
 
 // runTracked is runOnce with 1 batch of 2 records, noting the run as tried
 // first, so a run the store kept without acknowledging it is checked too.
-func runTracked(ctx context.Context, srv *served, got *acks, tried *sync.Map) error {
+func runTracked(ctx context.Context, srv *served, got acks, tried *sync.Map) error {
 	return runOnceNoting(ctx, srv, got, func(r store.RunID) { tried.Store(r, true) })
 }
 
 // checkWhole fails t unless every run tried is whole or absent: its head
 // is at 0 (never admitted), 2 (its one batch of two) or 3 (concluded):
 // an append the store did not acknowledge left all of it or none.
-func checkWhole(t *testing.T, s journalReader, tried *sync.Map) {
+func checkWhole(t *testing.T, s acked.Reader, tried *sync.Map) {
 	t.Helper()
 	ctx := context.Background()
 	tried.Range(func(k, _ any) bool {
@@ -103,7 +104,7 @@ func TestFault_PostgresRestartsUnderAppendsSealsAndRestore(t *testing.T) {
 	got, seen := newAcks(), newWatcher()
 	var tried sync.Map
 	stop, failures := steadyLoad(t, srv, 4, got, &tried, seen)
-	acked := func() int { got.mu.Lock(); defer got.mu.Unlock(); return got.n }
+	acked := got.records
 	waitAcks := func(what string) {
 		t.Helper()
 		n := acked()

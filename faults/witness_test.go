@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/store/sqlite"
 	"github.com/runseal/runseal/witness"
 )
 
@@ -84,4 +86,29 @@ func writePolicy(t *testing.T, logKey string, ws ...*realWitness) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// checkSQLite checks the SQLite journal at db after a fault: every
+// acknowledged write is there, the kept checkpoints are of the log and
+// agree with what was served, and each witness holds a checkpoint the
+// journal keeps byte for byte. It returns the kept checkpoints' bodies.
+func checkSQLite(t *testing.T, db string, got acks, seen *watcher, origin string, ws ...*realWitness) map[uint64][]byte {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkAcked(t, s, got)
+	kept := checkSigned(t, s)
+	seen.check(t, kept)
+	for _, w := range ws {
+		if n := w.latest(t, origin); n != nil {
+			b := body(n)
+			if k := kept[sizeOf(t, b)]; !bytes.Equal(k, b) {
+				t.Fatalf("witness %s holds\n%s but the journal keeps\n%s", w.name, b, k)
+			}
+		}
+	}
+	return kept
 }

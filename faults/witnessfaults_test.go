@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/runseal/runseal/api/server"
-	"github.com/runseal/runseal/store/sqlite"
 )
 
 // status reads GET /v1/status, what the console's Log page shows.
@@ -113,11 +111,8 @@ func gaps(times []time.Time) []string {
 // publisher catches up to the newest checkpoint; the log verifies.
 func TestFault_WitnessDownHangsSlowGarbage(t *testing.T) {
 	campaign(t)
-	db := filepath.Join(t.TempDir(), "j.db")
 	const origin = "example.com/faults/witness"
-	run(t, "journal", "init", "--store", db, "--origin", origin)
-	token := strings.TrimSpace(run(t, "journal", "token", "create", "--role", "writer", "--store", db))
-	logKey := strings.TrimSpace(run(t, "journal", "key", "--store", db))
+	db, token, logKey := newSignedJournal(t, origin)
 	w0 := newWitness(t, "w0.example", origin, logKey)
 	w1 := newWitness(t, "w1.example", origin, logKey)
 	bad := newFaultyWitness(t, w1.addr)
@@ -229,19 +224,6 @@ func TestFault_WitnessDownHangsSlowGarbage(t *testing.T) {
 	stop = func() {}
 	catchUp("end")
 	srv.kill()
-	s, err := sqlite.Open(ctx, db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAcked(t, s, got)
-	kept := checkSigned(t, s)
-	s.Close()
-	seen.check(t, kept)
-	for _, w := range []*realWitness{w0, w1} {
-		b := body(w.latest(t, origin))
-		if k := kept[sizeOf(t, b)]; string(k) != string(b) {
-			t.Errorf("witness %s holds\n%s but the journal keeps\n%s", w.name, b, k)
-		}
-	}
+	checkSQLite(t, db, got, seen, origin, w0, w1)
 	verifyAll(t, db)
 }

@@ -13,17 +13,17 @@ import (
 // (each padded to pad bytes), concludes and seals it, and releases it,
 // noting every acknowledgement in got. It returns the first error, after
 // which the run is left as it stands.
-func runOnce(ctx context.Context, c *api.Client, got *acks, batches, size, pad int) error {
+func runOnce(ctx context.Context, c *api.Client, got acks, batches, size, pad int) error {
 	return runNoting(ctx, c, got, batches, size, pad, func(store.RunID) {})
 }
 
 // runOnceNoting is one run of one batch of two small records, telling
 // tried its id before anything is sent.
-func runOnceNoting(ctx context.Context, srv *served, got *acks, tried func(store.RunID)) error {
+func runOnceNoting(ctx context.Context, srv *served, got acks, tried func(store.RunID)) error {
 	return runNoting(ctx, srv.client, got, 1, 2, 64, tried)
 }
 
-func runNoting(ctx context.Context, c *api.Client, got *acks, batches, size, pad int, tried func(store.RunID)) error {
+func runNoting(ctx context.Context, c *api.Client, got acks, batches, size, pad int, tried func(store.RunID)) error {
 	run := store.NewRunID()
 	tried(run)
 	l, err := c.Acquire(ctx, run, "faults", 3600e9)
@@ -51,7 +51,7 @@ func runNoting(ctx context.Context, c *api.Client, got *acks, batches, size, pad
 	if err != nil {
 		return fmt.Errorf("seal: %w", err)
 	}
-	got.sealed(run, s.Leaf)
+	got.Seal(run, s.Leaf)
 	if err := c.Release(ctx, run, l.Epoch); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
