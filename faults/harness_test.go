@@ -140,9 +140,10 @@ func (p *proc) kill() {
 // wait returns the first line from index from on matching re, waiting for
 // it until timeout; ok is false when the process ended or time ran out.
 func (p *proc) wait(re *regexp.Regexp, from int, timeout time.Duration) (line string, at int, ok bool) {
+	expired := false // under p.mu
 	deadline := time.AfterFunc(timeout, func() {
 		p.mu.Lock()
-		p.done = true
+		expired = true
 		p.cond.Broadcast()
 		p.mu.Unlock()
 	})
@@ -155,7 +156,7 @@ func (p *proc) wait(re *regexp.Regexp, from int, timeout time.Duration) (line st
 				return p.log[i], i, true
 			}
 		}
-		if p.done {
+		if p.done || expired {
 			return "", i, false
 		}
 		p.cond.Wait()
@@ -244,8 +245,7 @@ func checkAcked(t *testing.T, s acked.Reader, got acks) {
 // verifyAll runs 'journal verify --all' over loc, as an operator would.
 func verifyAll(t *testing.T, loc string) {
 	t.Helper()
-	out, err := exec.Command(bin(t, "journal"), "verify", "--all", "--store", loc).CombinedOutput()
-	if err != nil {
+	if out, err := runErr(t, "journal", "verify", "--all", "--store", loc); err != nil {
 		t.Fatalf("verify --all: %v\n%s", err, out)
 	}
 }

@@ -100,10 +100,10 @@ func TestFault_ServeKilledWhileSigningAndPublishing(t *testing.T) {
 		t.Logf("round %d: %d records and %d seals acknowledged, %d checkpoints kept; killed with %s", round, got.records(), got.seals(), len(kept), landed(t, db, wit))
 	}
 
-	// The one window no kill above is likely to hit, between keeping a
-	// signed checkpoint and queuing it for the witnesses, two statements
-	// apart: leave the journal as such a kill would, a newer checkpoint
-	// signed and kept by the log's key and never queued.
+	// The kills above hit the window between keeping a signed checkpoint
+	// and queuing it for the witnesses in some runs only: leave the
+	// journal as such a kill would, a newer checkpoint signed and kept by
+	// the log's key and never queued.
 	size := signUnqueued(t, db)
 	// Publication resumes by itself: that checkpoint is witnessed.
 	srv := serve(t, db, token, publishing(policy)...)

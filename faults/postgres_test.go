@@ -169,8 +169,7 @@ func TestFault_PostgresRestartsUnderAppendsSealsAndRestore(t *testing.T) {
 		}
 		t.Log(run(t, "journal", "restore", export, "--store", dsn, "--tenant", "restored", "--key", key, "--resume"))
 	}
-	out, err := runErr(t, "journal", "verify", "--all", "--store", dsn, "--tenant", "restored")
-	if err != nil {
+	if out, err := runErr(t, "journal", "verify", "--all", "--store", dsn, "--tenant", "restored"); err != nil {
 		t.Fatalf("verify --all of the restored tenant: %v\n%s", err, out)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // trusting one log.
 type realWitness struct {
 	name, key, db, vkey string
-	addr                string // host:port, kept across restarts
+	addr                string // host:port
 	p                   *proc
 }
 
@@ -38,19 +38,16 @@ func newWitness(t *testing.T, name, origin, logKey string) *realWitness {
 	return w
 }
 
-// start starts the witness, on the address it had before if it ran.
-func (w *realWitness) start(t *testing.T, env ...string) {
+// start starts the witness on a free loopback port.
+func (w *realWitness) start(t *testing.T) {
 	t.Helper()
-	w.p = start(t, env, "witness", "--db", w.db, "serve", "--key", w.key, "--listen", w.addr, "--metrics-listen", "")
+	w.p = start(t, nil, "witness", "--db", w.db, "serve", "--key", w.key, "--listen", w.addr, "--metrics-listen", "")
 	l, _, ok := w.p.wait(witnessAddrRE, 0, 30*time.Second)
 	if !ok {
 		t.Fatalf("witness did not start:\n%s", w.p.lines())
 	}
 	w.addr = witnessAddrRE.FindStringSubmatch(l)[1]
 }
-
-// stop kills the witness.
-func (w *realWitness) stop() { w.p.kill() }
 
 // latest returns the checkpoint the witness holds for origin, read from its
 // state file, or nil.
