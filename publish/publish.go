@@ -229,7 +229,9 @@ func (p *Publisher) work(ctx context.Context, w *pubWorker) {
 				p.log.Error("publisher: reading the outbox", "witness", w.name, "err", err)
 			}
 		case pub == nil:
-		case pub.NextAttempt.After(p.opts.Now()):
+		case pub.NextAttempt.After(p.opts.Now()) && pub.NextAttempt.Sub(p.opts.Now()) <= p.opts.MaxBackoff:
+			// A retry further off than the longest backoff was timed
+			// by a clock that has since gone back: it is due now.
 			wait = min(wait, pub.NextAttempt.Sub(p.opts.Now()))
 		default:
 			err := p.publish(ctx, w, pub.Size)

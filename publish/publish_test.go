@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -582,4 +583,43 @@ func counter(t *testing.T, reg *prometheus.Registry, name, w string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestPublisherClockBackDoesNotStallRetry: a retry pending when the clock
+// is stepped back an hour is not put off for that hour: a next attempt
+// further away than MaxBackoff can only come from a clock that went back.
+func TestPublisherClockBackDoesNotStallRetry(t *testing.T) {
+	ctx := context.Background()
+	e := newPubEnv(t)
+	w := newLiveWitness(t, "w.example", e.j.Origin(), e.vkey)
+	pol := policyFor(t, e.vkey, "all", w)
+	id := WitnessID(mustVerifier(t, w.vkey))
+	var back atomic.Bool
+	now := func() time.Time {
+		if back.Load() {
+			return time.Now().Add(-time.Hour)
+		}
+		return time.Now()
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := New(e.j, pol, e.logV, Options{Now: now, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+	startPublisher(t, p)
+	size := e.sealAndSign(2)
+	if err := p.Enqueue(ctx, size); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an attempt failed and a retry is pending", func() bool {
+		pub, _ := e.j.NextPublication(ctx, id)
+		return pub != nil && pub.Attempts >= 1
+	})
+	back.Store(true)
+	w.start()
+	eventually(t, "the checkpoint is cosigned after the clock went back", func() bool {
+		n, _, _ := e.j.LastCosigned(ctx, id)
+		return n == size
+	})
 }

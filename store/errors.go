@@ -39,6 +39,9 @@ var (
 	// ErrErased matches *ErasedError: the record would be sealed under a
 	// scope whose key was erased.
 	ErrErased = errors.New("scope erased")
+	// ErrStorageFull matches *StorageFullError: the disk or quota under
+	// the store has no room for the write.
+	ErrStorageFull = errors.New("storage full")
 )
 
 // FencedError refuses a write whose epoch is not the run's current lease
@@ -179,6 +182,21 @@ func (e *CommitUnknownError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrCommitUnknown, the error's class; Unwrap
 // leads to the failure that left the outcome unknown.
 func (e *CommitUnknownError) Is(target error) bool { return target == ErrCommitUnknown }
+
+// StorageFullError refuses a write because the filesystem or quota under
+// the store is full (ENOSPC, SQLITE_FULL). Nothing of a refused write is
+// kept unless it is also ErrCommitUnknown; the store takes writes again as
+// soon as space is freed, without a restart.
+type StorageFullError struct {
+	Err error // the underlying failure
+}
+
+func (e *StorageFullError) Error() string {
+	return fmt.Sprintf("storage full: the journal's filesystem has no space left; free space or grow it, and writes resume by themselves (%v)", e.Err)
+}
+
+// Unwrap returns ErrStorageFull, the error's class.
+func (e *StorageFullError) Unwrap() error { return ErrStorageFull }
 
 // NotFoundError reports a missing run, case or other entity.
 type NotFoundError struct {

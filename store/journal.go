@@ -381,13 +381,18 @@ type Publication struct {
 type PublicationStore interface {
 	// EnqueuePublication queues the signed checkpoint kept at size for each
 	// witness, due at once. It is idempotent, and a witness that already
-	// cosigned size or a larger one is not queued.
+	// cosigned size or a larger one is not queued. For a witness with a
+	// publication pending, the new one takes over that one's attempts,
+	// next attempt and last error: a log that signs often must neither
+	// reset the backoff of a failing witness nor hide its failure.
 	EnqueuePublication(ctx context.Context, size uint64, witnesses []string) error
 	// NextPublication returns the witness's pending publication of the
 	// largest size (a witness need only cosign the newest checkpoint), or
 	// nil when none is pending.
 	NextPublication(ctx context.Context, witness string) (*Publication, error)
-	// DeferPublication records a failed attempt and when to try again.
+	// DeferPublication records a failed attempt at size and when to try
+	// again, for size and for every newer size queued for the witness
+	// while the attempt ran.
 	DeferPublication(ctx context.Context, witness string, size uint64, next time.Time, lastErr string) error
 	// RecordCosignature keeps a verified cosignature by witness on the
 	// checkpoint at size, raises the witness's last cosigned size, and

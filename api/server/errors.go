@@ -55,6 +55,9 @@ func answer(err error) (status int, field, msg, logAs string) {
 		// A broken chain or row is the answer a reader asked for, not a
 		// detail to hide; it is also logged, since someone must act on it.
 		return http.StatusInternalServerError, "", err.Error(), "serve: the store is corrupt"
+	case errors.Is(err, store.ErrStorageFull):
+		// The operator's to fix, and the client's to retry once fixed.
+		return http.StatusInsufficientStorage, "", err.Error(), "serve: the journal's disk is full"
 	case errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "", "shutting down", ""
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runseal/runseal/internal/acked"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
 )
@@ -92,13 +93,9 @@ func appenderChild(args []string) int {
 }
 
 // acks is what children acknowledged, across rounds.
-type acks struct {
-	records map[store.RunID]map[store.Seq]store.Digest
-	seals   map[store.RunID]store.Digest
-	n       int
-}
+type acks struct{ *acked.Set }
 
-func (a *acks) add(t *testing.T, l string) {
+func (a acks) add(t *testing.T, l string) {
 	t.Helper()
 	f := strings.Fields(l)
 	if len(f) == 3 && f[0] == "S" { // the appender child's seal
@@ -107,7 +104,7 @@ func (a *acks) add(t *testing.T, l string) {
 		if err != nil || derr != nil {
 			t.Fatalf("ack %q", l)
 		}
-		a.seals[run] = leaf
+		a.Seal(run, leaf)
 		return
 	}
 	if len(f) == 4 && f[0] == "A" { // the appender child's record
@@ -123,11 +120,7 @@ func (a *acks) add(t *testing.T, l string) {
 	if err != nil || serr != nil || derr != nil {
 		t.Fatalf("ack %q", l)
 	}
-	if a.records[run] == nil {
-		a.records[run] = map[store.Seq]store.Digest{}
-	}
-	a.records[run][store.Seq(seq)] = d
-	a.n++
+	a.Record(run, store.Seq(seq), d)
 }
 
 // TestCrashSIGKILL kills real appending processes with SIGKILL at random
@@ -141,7 +134,7 @@ func TestCrashSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := newJournal(t)
-	got := &acks{records: map[store.RunID]map[store.Seq]store.Digest{}, seals: map[store.RunID]store.Digest{}}
+	got := acks{acked.New()}
 	rounds := 8
 	if testing.Short() {
 		rounds = 4
@@ -187,13 +180,14 @@ func TestCrashSIGKILL(t *testing.T) {
 			cmd.Wait()
 			t.Fatalf("round %d: child acknowledged nothing: %s", round, stderr.String())
 		}
-		before := got.n
+		before, _ := got.Counts()
 		got.add(t, first)
 		for k := rand.IntN(2500); k > 0; k-- {
 			l, ok := <-lines
 			if !ok {
 				cmd.Wait()
-				t.Fatalf("round %d: child ended before its kill, after %d acknowledgements: %s", round, got.n-before, stderr.String())
+				now, _ := got.Counts()
+				t.Fatalf("round %d: child ended before its kill, after %d acknowledgements: %s", round, now-before, stderr.String())
 			}
 			got.add(t, l)
 		}
@@ -207,7 +201,8 @@ func TestCrashSIGKILL(t *testing.T) {
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("round %d: child was not killed mid-work (%v): %s", round, err, stderr.String())
 		}
-		t.Logf("round %d: killed after %d acknowledged records (%d in total, %d seals)", round, got.n-before, got.n, len(got.seals))
+		n, seals := got.Counts()
+		t.Logf("round %d: killed after %d acknowledged records (%d in total, %d seals)", round, n-before, n, seals)
 		checkAcked(t, db, got)
 		// verify --all in a fresh process, as an operator would run it.
 		v := exec.Command(exe, "verify", "--all", "--db", db)
@@ -237,7 +232,7 @@ func writeCrashInput(t *testing.T, path string, runs int) {
 
 // checkAcked reads every acknowledged run back and compares hashes, and
 // checks every acknowledged seal is in the log with its leaf.
-func checkAcked(t *testing.T, db string, got *acks) {
+func checkAcked(t *testing.T, db string, got acks) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, db, sqlite.Options{})
@@ -245,46 +240,7 @@ func checkAcked(t *testing.T, db string, got *acks) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for run, seqs := range got.records {
-		var maxSeq store.Seq
-		for seq := range seqs {
-			maxSeq = max(maxSeq, seq)
-		}
-		h, err := s.Head(ctx, run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Seq < maxSeq {
-			t.Fatalf("run %s: acknowledged seq %d lost: head is seq %d", run, maxSeq, h.Seq)
-		}
-		var from store.Seq = 1
-		for from <= maxSeq {
-			page, err := s.ReadPage(ctx, run, from, store.MaxLimit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range page {
-				if want, ok := seqs[r.Seq]; ok && want != r.Hash {
-					t.Fatalf("run %s seq %d: acknowledged hash %s, stored %s", run, r.Seq, want, r.Hash)
-				}
-			}
-			from += store.Seq(len(page))
-			if len(page) == 0 {
-				break
-			}
-		}
-	}
-	runs := make([]store.RunID, 0, len(got.seals))
-	for run := range got.seals {
-		runs = append(runs, run)
-	}
-	pos, err := s.LogPositions(ctx, runs)
-	if err != nil {
+	if err := got.Check(ctx, s); err != nil {
 		t.Fatal(err)
-	}
-	for i, p := range pos {
-		if p == nil || p.Leaf != got.seals[runs[i]] {
-			t.Fatalf("run %s: acknowledged seal lost or changed: %+v", runs[i], p)
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/runseal/runseal/disclosure"
+	"github.com/runseal/runseal/store"
 )
 
 func (a *app) restoreCmd() *cobra.Command {
@@ -88,10 +90,7 @@ anything else is refused, naming the run or log at fault.`,
 						fmt.Fprintf(a.stdout, "not carried by an export: %s\n", strings.Join(rep.NotCarried, "; "))
 					}
 				}
-				if err != nil {
-					return fmt.Errorf("restore: %w", err)
-				}
-				return nil
+				return restoreFailed(err)
 			})
 		}),
 	}
@@ -102,4 +101,25 @@ anything else is refused, naming the run or log at fault.`,
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the restore to this file")
 	_ = cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
+}
+
+// restoreFailed is the error a failed restore ends with: err, and, when
+// running the same command with --resume finishes the restore (the store
+// failed or the run was interrupted, rather than the file, the target or
+// the rebuilt log being refused), a line saying so, since the target may
+// now hold part of the export.
+func restoreFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	var refused *disclosure.RestoreRefusedError
+	var format *disclosure.FormatError
+	var unknown *disclosure.UnknownFormatError
+	var cut *disclosure.CutError
+	var unfaithful *disclosure.UnfaithfulRestoreError
+	if errors.As(err, &refused) || errors.As(err, &format) || errors.As(err, &unknown) || errors.As(err, &cut) ||
+		errors.As(err, &unfaithful) || errors.Is(err, disclosure.ErrNotAnExport) || store.IsDomain(err) || errors.Is(err, store.ErrCorrupt) {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return fmt.Errorf("restore: %w\nthe target may hold part of the export: once the store is reachable, run the same command with --resume to finish it", err)
 }

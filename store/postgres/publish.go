@@ -62,7 +62,10 @@ func (s *Store) EnqueuePublication(ctx context.Context, size uint64, witnesses [
 		}
 		for _, w := range witnesses {
 			_, err := tx.Exec(ctx, `INSERT INTO `+s.table("publications")+`(tenant, witness, size, attempts, next_at, last_error)
-				SELECT $1, $2, $3, 0, now(), ''
+				SELECT $1, $2, $3,
+					COALESCE((SELECT attempts FROM `+s.table("publications")+` WHERE tenant=$1 AND witness=$2 ORDER BY size DESC LIMIT 1), 0),
+					GREATEST(now(), (SELECT next_at FROM `+s.table("publications")+` WHERE tenant=$1 AND witness=$2 ORDER BY size DESC LIMIT 1)),
+					COALESCE((SELECT last_error FROM `+s.table("publications")+` WHERE tenant=$1 AND witness=$2 ORDER BY size DESC LIMIT 1), '')
 				WHERE NOT EXISTS (SELECT 1 FROM `+s.table("witness_state")+` WHERE tenant=$1 AND witness=$2 AND cosigned_size >= $3)
 				ON CONFLICT DO NOTHING`, s.tenant, w, int64(size))
 			if err != nil {
@@ -95,8 +98,11 @@ func (s *Store) NextPublication(ctx context.Context, witness string) (*store.Pub
 // DeferPublication implements store.PublicationStore.
 func (s *Store) DeferPublication(ctx context.Context, witness string, size uint64, next time.Time, lastErr string) error {
 	return s.inTx(ctx, "defer publication", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE `+s.table("publications")+` SET attempts = attempts + 1, next_at = $4, last_error = $5
-			WHERE tenant=$1 AND witness=$2 AND size=$3`, s.tenant, witness, int64(size), next, lastErr)
+		// Newer sizes queued while the attempt ran share its failure.
+		_, err := tx.Exec(ctx, `UPDATE `+s.table("publications")+` SET next_at = $4, last_error = $5,
+				attempts = (SELECT attempts FROM `+s.table("publications")+` WHERE tenant=$1 AND witness=$2 AND size=$3) + 1
+			WHERE tenant=$1 AND witness=$2 AND size>=$3
+			AND EXISTS (SELECT 1 FROM `+s.table("publications")+` WHERE tenant=$1 AND witness=$2 AND size=$3)`, s.tenant, witness, int64(size), next, lastErr)
 		if err != nil {
 			return fmt.Errorf("defer publication %d for %s: %w", size, witness, err)
 		}

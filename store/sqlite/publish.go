@@ -29,12 +29,17 @@ func (s *Store) EnqueuePublication(ctx context.Context, size uint64, witnesses [
 		}
 		for _, w := range witnesses {
 			// A witness that already cosigned this size or a larger one
-			// needs nothing: queuing would only make it answer 409.
+			// needs nothing: queuing would only make it answer 409. A
+			// newer size takes over the backoff of the witness's pending
+			// one (store.PublicationStore).
 			_, err := tx.ExecContext(bg, `INSERT INTO publications(tenant, witness, size, attempts, next_at, last_error)
-				SELECT ?, ?, ?, 0, ?, ''
-				WHERE NOT EXISTS (SELECT 1 FROM witness_state WHERE tenant=? AND witness=? AND cosigned_size >= ?)
+				SELECT ?1, ?2, ?3,
+					COALESCE((SELECT attempts FROM publications WHERE tenant=?1 AND witness=?2 ORDER BY size DESC LIMIT 1), 0),
+					MAX(?4, COALESCE((SELECT next_at FROM publications WHERE tenant=?1 AND witness=?2 ORDER BY size DESC LIMIT 1), 0)),
+					COALESCE((SELECT last_error FROM publications WHERE tenant=?1 AND witness=?2 ORDER BY size DESC LIMIT 1), '')
+				WHERE NOT EXISTS (SELECT 1 FROM witness_state WHERE tenant=?1 AND witness=?2 AND cosigned_size >= ?3)
 				ON CONFLICT DO NOTHING`,
-				s.tenant, w, int64(size), now, s.tenant, w, int64(size))
+				s.tenant, w, int64(size), now)
 			if err != nil {
 				return fmt.Errorf("enqueue publication %d for %s: %w", size, w, err)
 			}
@@ -65,8 +70,11 @@ func (s *Store) NextPublication(ctx context.Context, witness string) (*store.Pub
 // DeferPublication implements store.PublicationStore.
 func (s *Store) DeferPublication(ctx context.Context, witness string, size uint64, next time.Time, lastErr string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(context.Background(), `UPDATE publications SET attempts = attempts + 1, next_at = ?, last_error = ?
-			WHERE tenant=? AND witness=? AND size=?`, next.UnixNano(), lastErr, s.tenant, witness, int64(size))
+		// Newer sizes queued while the attempt ran share its failure.
+		_, err := tx.ExecContext(context.Background(), `UPDATE publications SET next_at = ?4, last_error = ?5,
+				attempts = (SELECT attempts FROM publications WHERE tenant=?1 AND witness=?2 AND size=?3) + 1
+			WHERE tenant=?1 AND witness=?2 AND size>=?3
+			AND EXISTS (SELECT 1 FROM publications WHERE tenant=?1 AND witness=?2 AND size=?3)`, s.tenant, witness, int64(size), next.UnixNano(), lastErr)
 		if err != nil {
 			return fmt.Errorf("defer publication %d for %s: %w", size, witness, err)
 		}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"syscall"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/runseal/runseal/internal/groupcommit"
 	"github.com/runseal/runseal/store"
@@ -19,7 +23,14 @@ func (s *Store) startWriter(maxGroup int, batchAppends bool) {
 			return err
 		},
 		Refused: store.IsDomain,
-		InDoubt: func(err error) error { return &store.CommitUnknownError{Detail: err.Error(), Err: err} },
+		InDoubt: func(err error) error {
+			// A COMMIT refused for want of space wrote no commit frame, and
+			// the driver rolled the transaction back: the outcome is known.
+			if full := storageFull(err); full != err {
+				return full
+			}
+			return &store.CommitUnknownError{Detail: err.Error(), Err: err}
+		},
 		Current: func(tx *sql.Tx) {
 			s.wtx.Store(tx)
 			if s.wal == nil {
@@ -57,6 +68,21 @@ func (s *Store) submit(ctx context.Context, w groupcommit.Work) error {
 	err := s.writes.Submit(ctx, w)
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
+	}
+	return storageFull(err)
+}
+
+// storageFull names a write that failed for want of disk space (SQLite's
+// SQLITE_FULL, which it returns for ENOSPC, or ENOSPC itself) as a
+// *store.StorageFullError, so that callers can tell the operator what to
+// do. SQLite's commit is atomic, so a write refused so did not land.
+func storageFull(err error) error {
+	if err == nil || errors.Is(err, store.ErrCommitUnknown) || errors.Is(err, store.ErrStorageFull) {
+		return err
+	}
+	var se *msqlite.Error
+	if (errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL) || errors.Is(err, syscall.ENOSPC) {
+		return &store.StorageFullError{Err: err}
 	}
 	return err
 }

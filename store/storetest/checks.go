@@ -100,6 +100,7 @@ var checks = []check{
 	{"disclosure/register-keeps-acts", checkDisclosureRegister},
 	// publication and tokens (optional interfaces)
 	{"publish/outbox-and-cosignatures", checkPublications},
+	{"publish/backoff-survives-new-checkpoints", checkPublicationBackoff},
 	{"auth/tokens-kept-hashed", checkTokens},
 	// integrity: what Verify and VerifyLog catch when the database is
 	// edited behind the store's back

@@ -87,3 +87,62 @@ func checkPublications(t *T) {
 		t.Errorf("LatestWitnessed = %+v, %v; want size %d with its first note", w, err, cps[2].Size)
 	}
 }
+
+// checkPublicationBackoff: a newer checkpoint queued for a witness whose
+// publication keeps failing takes over its attempts, next attempt and last
+// error, so that a log signing often neither resets the backoff (retrying
+// a down witness at every checkpoint) nor hides the failure from status;
+// once the witness cosigns, a newer checkpoint is due at once.
+func checkPublicationBackoff(t *T) {
+	j, _ := t.Open()
+	ps, ok := j.(store.PublicationStore)
+	cs, ok2 := j.(store.CheckpointStore)
+	if !ok || !ok2 {
+		return // optional interface
+	}
+	_, cps := t.sealRuns(j, 4)
+	for _, cp := range cps[1:] {
+		if _, err := cs.SaveCheckpoint(t.ctx, store.SignedCheckpoint{Size: cp.Size, Root: cp.Root, Note: []byte("note\n")}); err != nil {
+			t.Fatalf("SaveCheckpoint(%d): %v", cp.Size, err)
+		}
+	}
+	if err := ps.EnqueuePublication(t.ctx, cps[1].Size, []string{"w1"}); err != nil {
+		t.Fatalf("EnqueuePublication(%d): %v", cps[1].Size, err)
+	}
+	next := time.Unix(2000000000, 0).UTC()
+	for range 3 {
+		if err := ps.DeferPublication(t.ctx, "w1", cps[1].Size, next, "connection refused"); err != nil {
+			t.Fatalf("DeferPublication: %v", err)
+		}
+	}
+	if err := ps.EnqueuePublication(t.ctx, cps[2].Size, []string{"w1"}); err != nil {
+		t.Fatalf("EnqueuePublication(%d): %v", cps[2].Size, err)
+	}
+	p, err := ps.NextPublication(t.ctx, "w1")
+	if err != nil || p == nil || p.Size != cps[2].Size || p.Attempts != 3 || !p.NextAttempt.Equal(next) || p.LastError != "connection refused" {
+		t.Fatalf("a newer checkpoint queued for a failing witness: NextPublication = %+v, %v; want size %d with 3 attempts, next %v, the last error", p, err, cps[2].Size, next)
+	}
+	// A newer size queued while an attempt at the older one runs shares
+	// that attempt's failure.
+	if err := ps.EnqueuePublication(t.ctx, cps[3].Size, []string{"w1"}); err != nil {
+		t.Fatalf("EnqueuePublication(%d): %v", cps[3].Size, err)
+	}
+	later := next.Add(time.Minute)
+	if err := ps.DeferPublication(t.ctx, "w1", cps[2].Size, later, "timeout"); err != nil {
+		t.Fatalf("DeferPublication: %v", err)
+	}
+	p, err = ps.NextPublication(t.ctx, "w1")
+	if err != nil || p == nil || p.Size != cps[3].Size || p.Attempts != 4 || !p.NextAttempt.Equal(later) || p.LastError != "timeout" {
+		t.Fatalf("a checkpoint queued while an attempt failed: NextPublication = %+v, %v; want size %d with 4 attempts, next %v, the attempt's error", p, err, cps[3].Size, later)
+	}
+	if err := ps.RecordCosignature(t.ctx, "w1", cps[3].Size, []byte("— w1 sig\n")); err != nil {
+		t.Fatalf("RecordCosignature: %v", err)
+	}
+	if err := ps.EnqueuePublication(t.ctx, cps[4].Size, []string{"w1"}); err != nil {
+		t.Fatalf("EnqueuePublication(%d): %v", cps[4].Size, err)
+	}
+	p, err = ps.NextPublication(t.ctx, "w1")
+	if err != nil || p == nil || p.Size != cps[4].Size || p.Attempts != 0 || p.LastError != "" || p.NextAttempt.After(time.Now().Add(time.Hour)) {
+		t.Errorf("after a cosignature, a newer checkpoint: NextPublication = %+v, %v; want it due at once with no attempts", p, err)
+	}
+}
