@@ -335,6 +335,31 @@ func (r *Ring) Erase(ctx context.Context, scope string) (bool, error) {
 	return !gone, nil
 }
 
+// Erased reports whether the token holds scope's tombstone; it finds
+// objects by label and reads no key.
+func (r *Ring) Erased(ctx context.Context, scope string) (bool, error) {
+	if err := keyring.ValidateScope(scope); err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone, err := r.tombstoned(scope)
+	if err != nil {
+		return false, fmt.Errorf("pkcs11: %w", err)
+	}
+	if gone {
+		return true, nil
+	}
+	_, ok, err := r.scopeKey(scope)
+	if err != nil {
+		return false, fmt.Errorf("pkcs11: %w", err)
+	}
+	if !ok {
+		return false, &keyring.ScopeError{Scope: scope, Err: keyring.ErrUnknownScope}
+	}
+	return false, nil
+}
+
 // Scopes lists the scopes with a key or a tombstone in the token.
 func (r *Ring) Scopes(ctx context.Context) ([]keyring.Scope, error) {
 	r.mu.Lock()
