@@ -10,17 +10,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/keyring"
+	"github.com/runseal/runseal/keyring/ringtest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
+	"github.com/runseal/runseal/store/storetest"
 )
 
 // heavyServer is a journal served as 'journal serve' serves it: the
@@ -109,51 +109,29 @@ func (h *heavyServer) page(path string) string {
 }
 
 // readCounter is a tenant's store that counts what is read of it through
-// the record reads a Run page may use: the stored bytes of the records
-// answered, and the byte bounds asked for.
+// the record reads a Run page may use.
 type readCounter struct {
 	tenantStore
-	mu       sync.Mutex
-	received int
-	asked    []int
-}
-
-func (c *readCounter) count(recs []store.Record) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range recs {
-		c.received += len(r.Raw)
-	}
+	storetest.ReadTally
 }
 
 func (c *readCounter) Read(ctx context.Context, run store.RunID, from store.Seq) ([]store.Record, error) {
 	recs, err := c.tenantStore.Read(ctx, run, from)
-	c.count(recs)
+	c.Count(recs)
 	return recs, err
 }
 
 func (c *readCounter) ReadPage(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
 	recs, err := c.tenantStore.ReadPage(ctx, run, from, limit)
-	c.count(recs)
+	c.Count(recs)
 	return recs, err
 }
 
 func (c *readCounter) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
-	c.mu.Lock()
-	c.asked = append(c.asked, maxBytes)
-	c.mu.Unlock()
+	c.Asked(maxBytes)
 	recs, next, err := c.tenantStore.ReadStored(ctx, run, from, limit, maxBytes)
-	c.count(recs)
+	c.Count(recs)
 	return recs, next, err
-}
-
-// take returns what was counted since the last take, and starts again.
-func (c *readCounter) take() (received int, asked []int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	received, asked = c.received, c.asked
-	c.received, c.asked = 0, nil
-	return received, asked
 }
 
 var (
@@ -177,14 +155,14 @@ func TestRunPage_LargeRecordsReadWithinBudget(t *testing.T) {
 		_, err := h.st.Append(context.Background(), 1, []store.Append{{Run: run, Kind: "Note", Fields: []byte(`{"text":"` + text + `"}`)}})
 		must(t, err)
 	}
-	rc.take()
+	rc.Take()
 	var seen []int
 	for from, pages := "1", 0; from != ""; pages++ {
 		if pages > n {
 			t.Fatalf("more than %d pages for %d records", n, n)
 		}
 		body := h.page("/console/runs/" + run.String() + "?from=" + from)
-		received, asked := rc.take()
+		received, asked := rc.Take()
 		if limit := recordsPageBytes + store.MaxRecordBytes; received > limit {
 			t.Errorf("the page from seq %s read %d stored bytes from the store, over its bound plus one record (%d)", from, received, limit)
 		}
@@ -207,18 +185,6 @@ func TestRunPage_LargeRecordsReadWithinBudget(t *testing.T) {
 	}
 }
 
-// unwrapCounter is a key ring that counts the data keys it unwraps: every
-// sealed field opened costs one.
-type unwrapCounter struct {
-	keyring.Ring
-	unwraps atomic.Int64
-}
-
-func (u *unwrapCounter) Unwrap(ctx context.Context, scope string, wrapped []byte) ([]byte, error) {
-	u.unwraps.Add(1)
-	return u.Ring.Unwrap(ctx, scope, wrapped)
-}
-
 // TestRunPage_SealedFieldsAreNotOpenedToBeMarked stops the Run page's
 // other heavy read: over a sealed journal it opened every sealed field (a
 // data key unwrapped and the plaintext made, per record) only to show the
@@ -229,7 +195,7 @@ func TestRunPage_SealedFieldsAreNotOpenedToBeMarked(t *testing.T) {
 	ctx := context.Background()
 	ring, err := keyring.OpenFile(filepath.Join(t.TempDir(), "keys"))
 	must(t, err)
-	counter := &unwrapCounter{Ring: ring}
+	counter := &ringtest.Counting{Ring: ring}
 	var j *sealed.Journal
 	h := startHeavy(t, func(st *sqlite.Store) server.Store { j = sealed.New(st, counter, sealed.Options{}); return j }, nil)
 	runOf := func(c store.CaseID, n int) store.RunID {
@@ -246,13 +212,13 @@ func TestRunPage_SealedFieldsAreNotOpenedToBeMarked(t *testing.T) {
 	goneRun, keptRun := runOf(gone, 5), runOf(kept, 5)
 	_, err = j.Erase(ctx, sealed.Erasure{Scope: sealed.Scope(j.Tenant(), gone, goneRun), Actor: store.Operator{Actor: "dpo", Basis: store.Asserted}, Reason: "art. 17"})
 	must(t, err)
-	if opened, err := j.ReadPage(ctx, keptRun, 1, 5); err != nil || counter.unwraps.Load() == 0 || !strings.Contains(string(opened[0].Fields), "Secret0") {
-		t.Fatalf("the counting ring does not see the sealed journal's opening: %d unwraps, %v", counter.unwraps.Load(), err)
+	if opened, err := j.ReadPage(ctx, keptRun, 1, 5); err != nil || counter.Unwraps() == 0 || !strings.Contains(string(opened[0].Fields), "Secret0") {
+		t.Fatalf("the counting ring does not see the sealed journal's opening: %d unwraps, %v", counter.Unwraps(), err)
 	}
 	for run, want := range map[store.RunID]string{goneRun: fieldErased, keptRun: fieldSealed} {
-		counter.unwraps.Store(0)
+		counter.Reset()
 		body := h.page("/console/runs/" + run.String())
-		if n := counter.unwraps.Load(); n != 0 {
+		if n := counter.Unwraps(); n != 0 {
 			t.Errorf("run %s: the Run page unwrapped %d data keys; it shows no plaintext and must open nothing", run, n)
 		}
 		if got := strings.Count(body, `<span class="fname">secret</span> <span class="pill `+want+`">`+want+`</span>`); got != 5 {
@@ -264,34 +230,22 @@ func TestRunPage_SealedFieldsAreNotOpenedToBeMarked(t *testing.T) {
 	}
 }
 
-// blockingReads is a tenant's store whose record reads announce that they
-// began and then wait to be let go (one send on release each, or all at
-// once by its close), so a test can hold a page in progress.
+// blockingReads is a tenant's store whose record reads are held by its
+// Gate, so a test can hold a page in progress.
 type blockingReads struct {
 	tenantStore
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (b *blockingReads) hold(ctx context.Context) error {
-	b.entered <- struct{}{}
-	select {
-	case <-b.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	*storetest.Gate
 }
 
 func (b *blockingReads) ReadPage(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
-	if err := b.hold(ctx); err != nil {
+	if err := b.Hold(ctx); err != nil {
 		return nil, err
 	}
 	return b.tenantStore.ReadPage(ctx, run, from, limit)
 }
 
 func (b *blockingReads) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
-	if err := b.hold(ctx); err != nil {
+	if err := b.Hold(ctx); err != nil {
 		return nil, 0, err
 	}
 	return b.tenantStore.ReadStored(ctx, run, from, limit, maxBytes)
@@ -307,7 +261,7 @@ func (b *blockingReads) ReadStored(ctx context.Context, run store.RunID, from st
 func TestRunPage_TakesAHeavyReadSlot(t *testing.T) {
 	var br *blockingReads
 	h := startHeavy(t, func(st *sqlite.Store) server.Store {
-		br = &blockingReads{tenantStore: st, entered: make(chan struct{}, 16), release: make(chan struct{})}
+		br = &blockingReads{tenantStore: st, Gate: storetest.NewGate(16)}
 		return br
 	}, func(c *server.Config) { c.MaxHeavyReads, c.HeavyReadWait = 1, -1 })
 	run := store.NewRunID()
@@ -323,7 +277,7 @@ func TestRunPage_TakesAHeavyReadSlot(t *testing.T) {
 	reading := func(path string, done <-chan answer) {
 		t.Helper()
 		select {
-		case <-br.entered:
+		case <-br.Entered:
 		case a := <-done:
 			t.Fatalf("GET %s answered %d without reading records: %.300s", path, a.code, a.body)
 		}
@@ -337,13 +291,13 @@ func TestRunPage_TakesAHeavyReadSlot(t *testing.T) {
 			if a.code != http.StatusServiceUnavailable || a.hdr.Get("Retry-After") == "" || !strings.Contains(a.body, "large reads") {
 				t.Errorf("GET %s with %s holding the slot: %d, Retry-After %q, %.300s; want 503 with Retry-After naming the limit", c.other, c.holder, a.code, a.hdr.Get("Retry-After"), a.body)
 			}
-		case <-br.entered:
-			close(br.release) // let every read go
+		case <-br.Entered:
+			close(br.Release) // let every read go
 			<-over
 			<-held
 			t.Fatalf("GET %s reached the store while %s held the one heavy-read slot", c.other, c.holder)
 		}
-		br.release <- struct{}{}
+		br.Release <- struct{}{}
 		if a := <-held; a.code != http.StatusOK {
 			t.Errorf("GET %s answered %d once let go: %.300s", c.holder, a.code, a.body)
 		}
@@ -351,7 +305,7 @@ func TestRunPage_TakesAHeavyReadSlot(t *testing.T) {
 	for _, p := range []string{console, records} {
 		done := start(p)
 		reading(p, done)
-		br.release <- struct{}{}
+		br.Release <- struct{}{}
 		if a := <-done; a.code != http.StatusOK {
 			t.Errorf("GET %s after the slot was freed: %d", p, a.code)
 		}
