@@ -85,6 +85,19 @@ type Config struct {
 	SecureCookie bool
 	// Sessions bounds the sessions' lives and numbers.
 	Sessions SessionLimits
+	// Heavy is the API server's heavy-read slots (a *server.Server): the
+	// Run page, which may hold MiBs of records, is read and rendered in
+	// one, so the console and the API's pages of records count against
+	// one bound (server.Config.MaxHeavyReads). Required.
+	Heavy HeavyReads
+}
+
+// HeavyReads is what the console needs of the server's heavy-read slots:
+// server.Server.HeavyRead.
+type HeavyReads interface {
+	// HeavyRead runs fn in a slot, or returns the 503 error (with
+	// Retry-After set on w) when none comes free in time.
+	HeavyRead(w http.ResponseWriter, r *http.Request, fn func() error) error
 }
 
 // Console serves the operator console.
@@ -102,6 +115,9 @@ type Console struct {
 func New(cfg Config) (*Console, error) {
 	if len(cfg.Tenants) == 0 || cfg.Tokens == nil {
 		return nil, errors.New("console: needs tenants and a token store")
+	}
+	if cfg.Heavy == nil {
+		return nil, errors.New("console: needs the server's heavy-read slots (Config.Heavy)")
 	}
 	c := &Console{cfg: cfg, byName: map[string]*server.Tenant{}, log: cfg.Logger, pages: map[string]*template.Template{}}
 	if c.log == nil {
@@ -177,11 +193,11 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET /console/signin", c.signInPage)
 	mux.HandleFunc("POST /console/signin", c.signIn)
 	mux.HandleFunc("POST /console/signout", c.signOut)
-	page := func(pattern string, fn pageFunc) { mux.Handle(pattern, c.page(fn)) }
+	page := func(pattern string, fn pageFunc) { mux.Handle(pattern, c.page(fn, false)) }
 	page("GET /console/log", c.logPage)
 	page("GET /console/activity", c.activityPage)
 	page("GET /console/backlogs", c.backlogsPage)
-	page("GET /console/runs/{run}", c.runPage)
+	mux.Handle("GET /console/runs/{run}", c.page(c.runPage, true))
 	page("GET /console/disclosures", c.disclosuresPage)
 	page("GET /console/studies", c.studiesPage)
 	page("GET /console/studies/{study}", c.studyPage)
@@ -316,19 +332,34 @@ func (c *Console) signedIn(w http.ResponseWriter, r *http.Request, status int) *
 	return s
 }
 
-func (c *Console) page(fn pageFunc) http.Handler {
+// page serves fn's page to a signed-in session. A heavy page (one that
+// may hold MiBs) is read and rendered in one of the server's heavy-read
+// slots, taken once the session is known; without one in time the answer
+// is the 503 page with Retry-After.
+func (c *Console) page(fn pageFunc, heavy bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := c.signedIn(w, r, http.StatusUnauthorized)
 		if s == nil {
 			return
 		}
-		status, name, v, err := fn(w, r, s)
+		serve := func() error {
+			status, name, v, err := fn(w, r, s)
+			if err != nil {
+				return err
+			}
+			v.Session = s
+			c.render(w, r, status, name, v)
+			return nil
+		}
+		var err error
+		if heavy {
+			err = c.cfg.Heavy.HeavyRead(w, r, serve)
+		} else {
+			err = serve()
+		}
 		if err != nil {
 			c.fail(w, r, s, err)
-			return
 		}
-		v.Session = s
-		c.render(w, r, status, name, v)
 	})
 }
 

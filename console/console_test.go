@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/runseal/runseal/api/server"
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/internal/journaltest"
+	"github.com/runseal/runseal/keyring"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
 	"github.com/runseal/runseal/store/sqlite"
@@ -228,7 +230,8 @@ func TestFirstStart_SignInSaysHowToCreateToken(t *testing.T) {
 	defer st.Close()
 	key := journaltest.NewLog(t, st.Origin()).Verifier
 	const cmd = "journal token create --role reader --name console --db /srv/j.db"
-	con, err := New(Config{Tenants: []server.Tenant{{Store: st, LogKey: key}}, Tokens: st, Logger: quiet, FirstToken: cmd})
+	tenants := []server.Tenant{{Store: st, LogKey: key}}
+	con, err := New(Config{Tenants: tenants, Tokens: st, Logger: quiet, FirstToken: cmd, Heavy: apiServer(t, tenants, st)})
 	must(t, err)
 	get := func() string {
 		rec := httptest.NewRecorder()
@@ -250,9 +253,9 @@ func TestFirstStart_SignInSaysHowToCreateToken(t *testing.T) {
 }
 
 // TestRecordViews_SealedAndErasedFieldsNeverShowPayload: a sealed field is
-// shown as sealed, one whose scope was erased (the key ring's read marks
-// it) as erased, clear fields as stored; the envelope is not shown as a
-// value.
+// shown as sealed, or as erased when the key ring says its scope (the
+// record's run, having no case) was erased; clear fields as stored; the
+// envelope is never shown as a value, and a key ring failure is the page's.
 func TestRecordViews_SealedAndErasedFieldsNeverShowPayload(t *testing.T) {
 	env := sealed.EnvelopePrefix + "AQIDBA"
 	raw := []byte(`{"epoch":1,"kind":"ToolCalled","note":"` + env + `","query":"` + env + `","run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":2,"v":1}`)
@@ -262,24 +265,38 @@ func TestRecordViews_SealedAndErasedFieldsNeverShowPayload(t *testing.T) {
 	b, err := store.DecodeBody(raw)
 	must(t, err)
 	rec := store.Record{Body: b, Raw: raw}
-	// As a sealing store reads it: note opened, query erased.
-	rec.Fields = []byte(`{"note":"opened text","query":{"$erased":"default/run/01J9Z8Q4W5X6Y7Z8A9B0C1D2E3"}}`)
-	got := recordViews([]store.Record{rec})[0]
-	want := map[string]string{"note": fieldSealed, "query": fieldErased}
-	if len(got.Fields) != 2 {
-		t.Fatalf("fields %+v", got.Fields)
-	}
-	for _, fv := range got.Fields {
-		if fv.State != want[fv.Name] || fv.Value != "" {
-			t.Errorf("field %s: state %s value %q, want %s and no value", fv.Name, fv.State, fv.Value, want[fv.Name])
+	const scope = "default/run/01J9Z8Q4W5X6Y7Z8A9B0C1D2E3"
+	for _, c := range []struct {
+		erased bool
+		want   string
+	}{{false, fieldSealed}, {true, fieldErased}} {
+		var asked []string
+		views, err := recordViews([]store.Record{rec}, "default", func(s string) (bool, error) { asked = append(asked, s); return c.erased, nil })
+		must(t, err)
+		got := views[0]
+		if len(got.Fields) != 2 {
+			t.Fatalf("fields %+v", got.Fields)
+		}
+		for _, fv := range got.Fields {
+			if fv.State != c.want || fv.Value != "" {
+				t.Errorf("erased %v: field %s: state %s value %q, want %s and no value", c.erased, fv.Name, fv.State, fv.Value, c.want)
+			}
+		}
+		if len(asked) == 0 || asked[0] != scope {
+			t.Errorf("the key ring was asked about %q, want %s", asked, scope)
 		}
 	}
-	clear := recordViews([]store.Record{{Body: store.Body{Kind: "X"}, Raw: []byte(`{"epoch":1,"kind":"X","query":"plain","run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":1,"v":1}`)}})[0]
-	if len(clear.Fields) != 1 || clear.Fields[0].State != fieldClear || clear.Fields[0].Value != `"plain"` {
+	none := func(string) (bool, error) { return false, nil }
+	views, err := recordViews([]store.Record{{Body: store.Body{Kind: "X"}, Raw: []byte(`{"epoch":1,"kind":"X","query":"plain","run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":1,"v":1}`)}}, "default", none)
+	must(t, err)
+	if clear := views[0]; len(clear.Fields) != 1 || clear.Fields[0].State != fieldClear || clear.Fields[0].Value != `"plain"` {
 		t.Errorf("clear field: %+v", clear.Fields)
 	}
-	if bad := recordViews([]store.Record{{Raw: []byte(`{"kind":`)}})[0]; bad.Bad == "" {
-		t.Errorf("bytes that do not decode are not reported")
+	if views, err := recordViews([]store.Record{{Raw: []byte(`{"kind":`)}}, "default", none); err != nil || views[0].Bad == "" {
+		t.Errorf("bytes that do not decode are not reported: %v", err)
+	}
+	if _, err := recordViews([]store.Record{rec}, "default", func(string) (bool, error) { return false, keyring.ErrUnknownScope }); !errors.Is(err, keyring.ErrUnknownScope) {
+		t.Errorf("a key ring failure = %v, want it returned", err)
 	}
 }
 
@@ -344,7 +361,8 @@ func FuzzRecordViews(f *testing.F) {
 	f.Add([]byte(`{"kind":`), []byte(`null`))
 	f.Add([]byte(`{"epoch":1,"kind":"X","a":[1,{"b":"c"}],"run":"01J9Z8Q4W5X6Y7Z8A9B0C1D2E3","seq":1,"v":1}`), []byte(nil))
 	f.Fuzz(func(t *testing.T, raw, fields []byte) {
-		for _, v := range recordViews([]store.Record{{Raw: raw, Body: store.Body{Fields: fields}}}) {
+		views, _ := recordViews([]store.Record{{Raw: raw, Body: store.Body{Fields: fields}}}, "default", func(scope string) (bool, error) { return len(scope)%2 == 0, nil })
+		for _, v := range views {
 			for _, fv := range v.Fields {
 				if fv.State != fieldClear && fv.Value != "" {
 					t.Fatalf("field %s is %s yet shows %q", fv.Name, fv.State, fv.Value)

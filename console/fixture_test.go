@@ -173,7 +173,7 @@ func newFixture(t *testing.T) *fixture {
 	srv, err := server.New(cfg)
 	must(t, err)
 	f.api = meter.Observe(srv)
-	f.conCfg = Config{Tenants: cfg.Tenants, Tokens: st, Meter: meter, Logger: quiet, FirstToken: "journal token create --role reader --name console"}
+	f.conCfg = Config{Tenants: cfg.Tenants, Tokens: st, Meter: meter, Logger: quiet, FirstToken: "journal token create --role reader --name console", Heavy: srv}
 	f.serve()
 
 	// Writes through the API, so the Activity page has something to plot.
@@ -200,6 +200,15 @@ func (f *fixture) with(change func(*Config)) *fixture {
 	change(&g.conCfg)
 	g.serve()
 	return &g
+}
+
+// apiServer is the API server over tenants, as 'journal serve' builds it
+// in front of a console, for the console's heavy-read slots.
+func apiServer(t *testing.T, tenants []server.Tenant, tokens store.TokenStore) *server.Server {
+	t.Helper()
+	srv, err := server.New(server.Config{Tenants: tenants, Tokens: tokens, Logger: quiet})
+	must(t, err)
+	return srv
 }
 
 // noRedirect is a client that shows a redirect instead of following it.

@@ -258,42 +258,67 @@ type runData struct {
 
 // recordsPerPage and recordsPageBytes bound the records one Run page
 // shows: a record may be 1 MiB, and a page of a hundred of them would be a
-// page nobody can read and a server's memory spent for nothing.
+// page nobody can read and a server's memory spent for nothing. The byte
+// bound is a quarter of the records API's (server.DefaultMaxRecordsBytes),
+// since the page shows each record's bytes twice (its fields and its raw
+// bytes), HTML-escaped.
 const (
 	recordsPerPage   = 100
 	recordsPageBytes = 1 << 20
 )
 
-// readRecords reads the records of one Run page from from: at most
-// recordsPerPage, and none past the one that takes their stored bytes over
-// recordsPageBytes (at least one). next is the seq the next page starts
-// at, 0 at the head. It reads a few records at a time, as the records API
-// does, so memory follows the bound and not the run.
-func readRecords(ctx context.Context, rd store.Reader, run store.RunID, from store.Seq) (recs []store.Record, next store.Seq, err error) {
-	size := 0
-	for len(recs) < recordsPerPage {
-		chunk, err := rd.ReadPage(ctx, run, from, min(8, recordsPerPage+1-len(recs)))
+// storedReader is how the Run page reads records: as stored, bounded in
+// bytes (store.Reader.ReadStored), with nothing opened.
+type storedReader interface {
+	ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error)
+}
+
+// readRecords reads the records of one Run page from from, as stored: at
+// most recordsPerPage, and none past the one that takes their stored bytes
+// over recordsPageBytes (at least one). next is the seq the next page
+// starts at, 0 at the head. It is one ReadStored within the byte bound,
+// which reads at most one record past it, so a page costs its bound plus
+// one record whatever its records' sizes, and a sealed journal opens
+// nothing. One record past the count is asked for, within the same byte
+// bound, to learn whether there are more.
+func readRecords(ctx context.Context, rd storedReader, run store.RunID, from store.Seq) (recs []store.Record, next store.Seq, err error) {
+	recs, next, err = rd.ReadStored(ctx, run, from, recordsPerPage+1, recordsPageBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(recs) > recordsPerPage {
+		next = recs[recordsPerPage].Seq
+		recs = recs[:recordsPerPage:recordsPerPage]
+	}
+	return recs, next, nil
+}
+
+// erasures is the sealed journal's view of its key ring's erasures
+// (sealed.Journal.Erased); a store without it has no key ring, and its
+// sealed fields show as sealed.
+type erasures interface {
+	Erased(ctx context.Context, scope string) (bool, error)
+}
+
+// erasedScopes answers, for the scopes of one page, whether each was
+// erased, asking the store's key ring once per scope and opening nothing.
+func erasedScopes(ctx context.Context, st any) func(scope string) (bool, error) {
+	er, ok := st.(erasures)
+	if !ok {
+		return func(string) (bool, error) { return false, nil }
+	}
+	seen := map[string]bool{}
+	return func(scope string) (bool, error) {
+		if v, ok := seen[scope]; ok {
+			return v, nil
+		}
+		v, err := er.Erased(ctx, scope)
 		if err != nil {
-			return nil, 0, err
+			return false, err
 		}
-		for _, r := range chunk {
-			if len(recs) == recordsPerPage || (len(recs) > 0 && size+len(r.Raw) > recordsPageBytes) {
-				return recs, r.Seq, nil
-			}
-			recs = append(recs, r)
-			size += len(r.Raw)
-		}
-		if len(chunk) == 0 {
-			return recs, 0, nil
-		}
-		from = chunk[len(chunk)-1].Seq + 1
+		seen[scope] = v
+		return v, nil
 	}
-	// A full page: is there more?
-	more, err := rd.ReadPage(ctx, run, from, 1)
-	if err != nil || len(more) == 0 {
-		return recs, 0, err
-	}
-	return recs, more[0].Seq, nil
 }
 
 func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) (int, string, view, error) {
@@ -325,7 +350,9 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, s *session) (i
 	case from > 1:
 		d.Prev = 1
 	}
-	d.Records = recordViews(recs)
+	if d.Records, err = recordViews(recs, s.tenant.Store.Tenant(), erasedScopes(ctx, s.tenant.Store)); err != nil {
+		return 0, "", view{}, err
+	}
 	if rs.Inclusion != nil {
 		d.Proof = strings.Join(rs.Inclusion.Proof, " ")
 	}

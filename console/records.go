@@ -1,6 +1,8 @@
 package console
 
 import (
+	"fmt"
+
 	"github.com/runseal/runseal/internal/canon"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
@@ -29,12 +31,14 @@ type recordView struct {
 	Bad    string // the stored bytes did not decode: why
 }
 
-// recordViews shows records as stored (their Raw bytes). A sealed field
-// is shown as sealed, or as erased when the store read it as erased: a
-// store behind the key ring (sealed.Journal) returns the erased marker in
-// Record.Fields. Opened plaintext is never shown: the console shows what
-// the journal holds, as the records API does.
-func recordViews(recs []store.Record) []recordView {
+// recordViews shows records as stored (their Raw bytes), and opens
+// nothing. A sealed field is shown as sealed, or as erased when erased
+// says its scope's key was erased (sealed.Scope names the scope: the
+// record's case, else its run, in tenant); an error of erased (a scope
+// the key ring never had, say) is the page's. Plaintext is never made,
+// let alone shown: the console shows what the journal holds, as the
+// records API does.
+func recordViews(recs []store.Record, tenant string, erased func(scope string) (bool, error)) ([]recordView, error) {
 	out := make([]recordView, len(recs))
 	for i, r := range recs {
 		v := recordView{Record: r, Raw: string(r.Raw)}
@@ -50,12 +54,15 @@ func recordViews(recs []store.Record) []recordView {
 			out[i] = v
 			continue
 		}
-		opened, _ := canon.Parse(r.Fields) // zero Value when absent
 		for _, m := range stored.Members {
 			f := fieldView{Name: m.Key, State: fieldClear}
 			if sealed.Seals(b.Kind, m.Key) && m.Value.Kind == canon.String && sealed.IsEnvelope(m.Value.Str) {
 				f.State = fieldSealed
-				if o, ok := opened.Get(m.Key); ok && o.Kind == canon.Object && len(o.Members) == 1 && o.Members[0].Key == "$erased" {
+				gone, err := erased(sealed.Scope(tenant, b.Case, b.Run))
+				if err != nil {
+					return nil, fmt.Errorf("run %s seq %d field %q: %w", b.Run, b.Seq, m.Key, err)
+				}
+				if gone {
 					f.State = fieldErased
 				}
 			} else {
@@ -65,5 +72,5 @@ func recordViews(recs []store.Record) []recordView {
 		}
 		out[i] = v
 	}
-	return out
+	return out, nil
 }

@@ -64,7 +64,8 @@ func TestConsole_SealedJournalShowsSealedAndErasedNeverPlaintext(t *testing.T) {
 	id, tok, hash, err := server.NewToken()
 	must(t, err)
 	must(t, st.CreateToken(ctx, store.Token{ID: id, Tenant: "default", Role: store.RoleReader, Hash: hash}))
-	con, err := New(Config{Tenants: []server.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}, Tokens: st, Logger: quiet})
+	tenants := []server.Tenant{{Store: j, LogKey: lk.Verifier, Policy: pol}}
+	con, err := New(Config{Tenants: tenants, Tokens: st, Logger: quiet, Heavy: apiServer(t, tenants, st)})
 	must(t, err)
 	ck := signInHandler(t, con, tok)
 	get := func(path string) string {

@@ -475,6 +475,27 @@ func (f *File) Erase(ctx context.Context, scope string) (bool, error) {
 	return !erased, nil
 }
 
+// Erased reports whether scope has a tombstone, by its files' presence.
+func (f *File) Erased(ctx context.Context, scope string) (bool, error) {
+	kp, tp, err := f.paths(scope)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range []struct {
+		path   string
+		erased bool
+	}{{tp, true}, {kp, false}} { // the tombstone first: Erase writes it before it destroys the key
+		ok, err := exists(c.path)
+		if err != nil {
+			return false, fmt.Errorf("key ring: %w", err)
+		}
+		if ok {
+			return c.erased, nil
+		}
+	}
+	return false, &ScopeError{Scope: scope, Err: ErrUnknownScope}
+}
+
 func (f *File) destroy(ctx context.Context, path string) error {
 	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {

@@ -59,6 +59,12 @@ type Ring interface {
 	// with no error, when the scope was already erased; a scope the ring
 	// never had is ErrUnknownScope.
 	Erase(ctx context.Context, scope string) (bool, error)
+	// Erased reports whether scope's key was erased (its tombstone is
+	// kept), from the ring's state alone: no key is read or unwrapped, so
+	// a reader that shows which fields are erased need open none. A scope
+	// the ring holds a key for is false; one it never had is
+	// ErrUnknownScope.
+	Erased(ctx context.Context, scope string) (bool, error)
 	// Scopes lists the scopes the ring holds keys or tombstones for, sorted.
 	Scopes(ctx context.Context) ([]Scope, error)
 }

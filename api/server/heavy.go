@@ -69,16 +69,26 @@ func (h *heavyReads) acquire(ctx context.Context) bool {
 
 func (h *heavyReads) release() { <-h.slots }
 
-// heavy runs fn in a heavy-read slot; without one in time the answer is
-// 503 with Retry-After, and fn never runs.
+// HeavyRead runs fn in one of the server's heavy-read slots, for a handler
+// outside the API's routes that may hold MiBs (the console's Run page), so
+// that it and the API's records pages and Heavy routes count against one
+// bound. Without a slot in time it sets Retry-After on w and returns the
+// 503 *api.Error naming the limit, and fn does not run; otherwise it
+// returns fn's error. Call it after authenticating, so that only an
+// authenticated request takes or waits for a slot.
+func (s *Server) HeavyRead(w http.ResponseWriter, r *http.Request, fn func() error) error {
+	if !s.heavyReads.acquire(r.Context()) {
+		w.Header().Set("Retry-After", heavyRetryAfter)
+		return &api.Error{Status: http.StatusServiceUnavailable,
+			Message: fmt.Sprintf("the server is answering its limit of %d large reads at once; try again shortly", cap(s.heavyReads.slots))}
+	}
+	defer s.heavyReads.release()
+	return fn()
+}
+
+// heavy runs fn in a heavy-read slot (HeavyRead).
 func (s *Server) heavy(fn HandlerFunc) HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, t *Tenant) error {
-		if !s.heavyReads.acquire(r.Context()) {
-			w.Header().Set("Retry-After", heavyRetryAfter)
-			return &api.Error{Status: http.StatusServiceUnavailable,
-				Message: fmt.Sprintf("the server is answering its limit of %d large reads at once; try again shortly", cap(s.heavyReads.slots))}
-		}
-		defer s.heavyReads.release()
-		return fn(w, r, t)
+		return s.HeavyRead(w, r, func() error { return fn(w, r, t) })
 	}
 }

@@ -8,56 +8,34 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/runseal/runseal/api"
 	"github.com/runseal/runseal/keyring"
+	"github.com/runseal/runseal/keyring/ringtest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sealed"
+	"github.com/runseal/runseal/store/storetest"
 )
 
 // readCounter is a tenant's store that counts what the records route
-// reads of it: the stored bytes of the records the store answered, and
-// the byte bounds it was asked for.
+// reads of it.
 type readCounter struct {
 	Store
-	mu       sync.Mutex
-	received int
-	asked    []int
-}
-
-func (c *readCounter) count(recs []store.Record) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range recs {
-		c.received += len(r.Raw)
-	}
+	storetest.ReadTally
 }
 
 func (c *readCounter) ReadPage(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
 	recs, err := c.Store.ReadPage(ctx, run, from, limit)
-	c.count(recs)
+	c.Count(recs)
 	return recs, err
 }
 
 func (c *readCounter) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
-	c.mu.Lock()
-	c.asked = append(c.asked, maxBytes)
-	c.mu.Unlock()
+	c.Asked(maxBytes)
 	recs, next, err := c.Store.ReadStored(ctx, run, from, limit, maxBytes)
-	c.count(recs)
+	c.Count(recs)
 	return recs, next, err
-}
-
-// take returns what was counted since the last take, and starts again.
-func (c *readCounter) take() (received int, asked []int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	received, asked = c.received, c.asked
-	c.received, c.asked = 0, nil
-	return received, asked
 }
 
 // bigRun appends n records of about size bytes each to a fresh run of j.
@@ -99,11 +77,11 @@ func TestRecordsPage_LargeRecordsReadWithinBudget(t *testing.T) {
 	})
 	const n = 10
 	run := bigRun(t, ts.st, n, store.MaxRecordBytes)
-	rc.take()
+	rc.Take()
 	var seen []store.Seq
 	for from := store.Seq(1); from != 0; {
 		page := ts.records(fmt.Sprintf("/v1/runs/%s/records?from=%d&limit=1000", run, from))
-		received, asked := rc.take()
+		received, asked := rc.Take()
 		if limit := DefaultMaxRecordsBytes + store.MaxRecordBytes; received > limit {
 			t.Errorf("a page from seq %d read %d stored bytes from the store, over its bound plus one record (%d)", from, received, limit)
 		}
@@ -127,18 +105,6 @@ func TestRecordsPage_LargeRecordsReadWithinBudget(t *testing.T) {
 	}
 }
 
-// unwrapCounter is a key ring that counts the data keys it unwraps: every
-// field opened costs one.
-type unwrapCounter struct {
-	keyring.Ring
-	unwraps atomic.Int64
-}
-
-func (u *unwrapCounter) Unwrap(ctx context.Context, scope string, wrapped []byte) ([]byte, error) {
-	u.unwraps.Add(1)
-	return u.Ring.Unwrap(ctx, scope, wrapped)
-}
-
 // TestRecordsPage_SealedDoesNotDecrypt stops the other half of the heavy
 // read: over a sealed journal a records page opened every sealed field
 // (a data key unwrapped and the plaintext made, per record) and then
@@ -149,7 +115,7 @@ func TestRecordsPage_SealedDoesNotDecrypt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := &unwrapCounter{Ring: ring}
+	counter := &ringtest.Counting{Ring: ring}
 	var sj *sealed.Journal
 	ts := startServer(t, func(c *Config, _ *Timeouts) {
 		sj = sealed.New(c.Tenants[0].Store.(store.Journal), counter, sealed.Options{})
@@ -165,12 +131,12 @@ func TestRecordsPage_SealedDoesNotDecrypt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opened, err := sj.ReadPage(context.Background(), run, 1, 5); err != nil || counter.unwraps.Load() == 0 || !strings.Contains(string(opened[0].Fields), "s0") {
-		t.Fatalf("the counting ring does not see the sealed journal's opening: %d unwraps, %v", counter.unwraps.Load(), err)
+	if opened, err := sj.ReadPage(context.Background(), run, 1, 5); err != nil || counter.Unwraps() == 0 || !strings.Contains(string(opened[0].Fields), "s0") {
+		t.Fatalf("the counting ring does not see the sealed journal's opening: %d unwraps, %v", counter.Unwraps(), err)
 	}
-	counter.unwraps.Store(0)
+	counter.Reset()
 	page := ts.records("/v1/runs/" + run.String() + "/records")
-	if n := counter.unwraps.Load(); n != 0 {
+	if n := counter.Unwraps(); n != 0 {
 		t.Errorf("a records page unwrapped %d data keys; it answers the stored bytes and must open nothing", n)
 	}
 	if len(page.Records) != len(stored) {
@@ -183,34 +149,22 @@ func TestRecordsPage_SealedDoesNotDecrypt(t *testing.T) {
 	}
 }
 
-// blockingReads is a tenant's store whose record reads announce that they
-// began and then wait to be let go, so a test can hold heavy reads in
-// progress for as long as it likes.
+// blockingReads is a tenant's store whose record reads are held by its
+// Gate, so a test can hold heavy reads in progress.
 type blockingReads struct {
 	Store
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (b *blockingReads) hold(ctx context.Context) error {
-	b.entered <- struct{}{}
-	select {
-	case <-b.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	*storetest.Gate
 }
 
 func (b *blockingReads) ReadPage(ctx context.Context, run store.RunID, from store.Seq, limit int) ([]store.Record, error) {
-	if err := b.hold(ctx); err != nil {
+	if err := b.Hold(ctx); err != nil {
 		return nil, err
 	}
 	return b.Store.ReadPage(ctx, run, from, limit)
 }
 
 func (b *blockingReads) ReadStored(ctx context.Context, run store.RunID, from store.Seq, limit, maxBytes int) ([]store.Record, store.Seq, error) {
-	if err := b.hold(ctx); err != nil {
+	if err := b.Hold(ctx); err != nil {
 		return nil, 0, err
 	}
 	return b.Store.ReadStored(ctx, run, from, limit, maxBytes)
@@ -225,7 +179,7 @@ func TestRecordsPage_ConcurrentHeavyReadsAreBounded(t *testing.T) {
 	const slots = 3
 	var br *blockingReads
 	ts := startServer(t, func(c *Config, _ *Timeouts) {
-		br = &blockingReads{Store: c.Tenants[0].Store, entered: make(chan struct{}, slots+1), release: make(chan struct{})}
+		br = &blockingReads{Store: c.Tenants[0].Store, Gate: storetest.NewGate(slots + 1)}
 		c.Tenants[0].Store = br
 		c.MaxHeavyReads = slots
 		c.HeavyReadWait = -1
@@ -261,7 +215,7 @@ func TestRecordsPage_ConcurrentHeavyReadsAreBounded(t *testing.T) {
 	var held []<-chan int
 	for range slots {
 		held = append(held, get())
-		<-br.entered
+		<-br.Entered
 	}
 	over := make(chan answer, 1)
 	go func() { over <- ask() }()
@@ -270,11 +224,11 @@ func TestRecordsPage_ConcurrentHeavyReadsAreBounded(t *testing.T) {
 		if a.code != http.StatusServiceUnavailable || a.hdr.Get("Retry-After") == "" || !strings.Contains(a.body, "large reads") {
 			t.Errorf("with every slot held: %d, Retry-After %q, %s; want 503 with Retry-After naming the limit", a.code, a.hdr.Get("Retry-After"), a.body)
 		}
-	case <-br.entered:
-		close(br.release)
+	case <-br.Entered:
+		close(br.Release)
 		t.Fatalf("with %d heavy reads held, one more reached the store", slots)
 	}
-	close(br.release)
+	close(br.Release)
 	for _, h := range held {
 		if c := <-h; c != http.StatusOK {
 			t.Errorf("a held heavy read answered %d once let go", c)

@@ -12,16 +12,17 @@ import (
 )
 
 // withConsole mounts the operator console (package console) at / and
-// /console/ in front of the API handler, counting the API's appends and
-// seals for its Activity page; routes are the console's JSON twins, to
-// serve with the API. behindTLS says clients come over HTTPS through a
-// proxy, so the console's cookie is the Secure __Host- one.
-func withConsole(cfg *server.Config, tokens store.TokenStore, firstToken string, behindTLS bool) (mount func(http.Handler) (http.Handler, error)) {
+// /console/ in front of the API server, counting the API's appends and
+// seals for its Activity page and taking the API's heavy-read slots for
+// its Run page; routes are the console's JSON twins, to serve with the
+// API. behindTLS says clients come over HTTPS through a proxy, so the
+// console's cookie is the Secure __Host- one.
+func withConsole(cfg *server.Config, tokens store.TokenStore, firstToken string, behindTLS bool) (mount func(*server.Server) (http.Handler, error)) {
 	meter := server.NewMeter(nil)
 	cfg.Routes = append(cfg.Routes, server.StatusRoutes(meter)...)
 	cfg.Routes = append(cfg.Routes, server.TokenRoute(tokens))
-	return func(h http.Handler) (http.Handler, error) {
-		con, err := console.New(console.Config{Tenants: cfg.Tenants, Tokens: tokens, Meter: meter, Logger: cfg.Logger, FirstToken: firstToken, SecureCookie: behindTLS})
+	return func(h *server.Server) (http.Handler, error) {
+		con, err := console.New(console.Config{Tenants: cfg.Tenants, Tokens: tokens, Meter: meter, Logger: cfg.Logger, FirstToken: firstToken, SecureCookie: behindTLS, Heavy: h})
 		if err != nil {
 			return nil, err
 		}

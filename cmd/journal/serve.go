@@ -117,7 +117,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.IntVar(&c.conns.MaxPerAddr, "max-conns-per-addr", 0, "most connections open at once from one client address (IPv6: one /64); 0: an eighth of --max-conns; -1: no bound, as behind a reverse proxy")
 	_ = f.MarkHidden("publish-poll")
 	f.BoolVar(&c.behindTLS, "behind-tls", false, "clients reach this server over HTTPS through a TLS-terminating proxy: the console's session cookie is then __Host-runseal_console, Secure (browsers drop it over plain HTTP)")
-	f.IntVar(&c.heavy, "max-heavy-reads", 0, fmt.Sprintf("pages of records answered at once, each up to 4 MiB plus one record; more wait up to %s, then get 503 (0: %d MiB worth)", server.DefaultHeavyReadWait, server.DefaultHeavyReadMemory>>20))
+	f.IntVar(&c.heavy, "max-heavy-reads", 0, fmt.Sprintf("pages of records answered at once (the API's, up to 4 MiB plus one record each, and the console's Run pages); more wait up to %s, then get 503 (0: %d MiB worth)", server.DefaultHeavyReadWait, server.DefaultHeavyReadMemory>>20))
 	f.BoolVar(&c.waitWarm, "wait-warm", false, "start listening only after the proofs' pages are read in (seconds at 10^6 sealed runs, after a reboot or a PostgreSQL restart); without it proofs are served, slower, while they are")
 	f.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole serve to this file")
 	_ = f.MarkHidden("cpuprofile")

@@ -300,19 +300,9 @@ func (r *Ring) Erase(ctx context.Context, scope string) (bool, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	gone, err := r.tombstoned(scope)
+	gone, keys, err := r.held(scope)
 	if err != nil {
-		return false, fmt.Errorf("pkcs11: %w", err)
-	}
-	keys, err := r.find([]*p11.Attribute{
-		p11.NewAttribute(p11.CKA_CLASS, p11.CKO_SECRET_KEY),
-		p11.NewAttribute(p11.CKA_LABEL, keyLabel+scope),
-	})
-	if err != nil {
-		return false, fmt.Errorf("pkcs11: %w", err)
-	}
-	if !gone && len(keys) == 0 {
-		return false, &keyring.ScopeError{Scope: scope, Err: keyring.ErrUnknownScope}
+		return false, err
 	}
 	if !gone {
 		_, err := r.ctx.CreateObject(r.sess, []*p11.Attribute{
@@ -333,6 +323,37 @@ func (r *Ring) Erase(ctx context.Context, scope string) (bool, error) {
 		}
 	}
 	return !gone, nil
+}
+
+// Erased reports whether the token holds scope's tombstone; it finds
+// objects by label and reads no key.
+func (r *Ring) Erased(ctx context.Context, scope string) (bool, error) {
+	if err := keyring.ValidateScope(scope); err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone, _, err := r.held(scope)
+	return gone, err
+}
+
+// held finds scope's tombstone and key objects by label, with r.mu held; a
+// scope with neither is ErrUnknownScope.
+func (r *Ring) held(scope string) (gone bool, keys []p11.ObjectHandle, err error) {
+	if gone, err = r.tombstoned(scope); err != nil {
+		return false, nil, fmt.Errorf("pkcs11: %w", err)
+	}
+	keys, err = r.find([]*p11.Attribute{
+		p11.NewAttribute(p11.CKA_CLASS, p11.CKO_SECRET_KEY),
+		p11.NewAttribute(p11.CKA_LABEL, keyLabel+scope),
+	})
+	if err != nil {
+		return false, nil, fmt.Errorf("pkcs11: %w", err)
+	}
+	if !gone && len(keys) == 0 {
+		return false, nil, &keyring.ScopeError{Scope: scope, Err: keyring.ErrUnknownScope}
+	}
+	return gone, keys, nil
 }
 
 // Scopes lists the scopes with a key or a tombstone in the token.

@@ -53,6 +53,13 @@ func Run(t *testing.T, r keyring.Ring) {
 	if _, err := r.Erase(ctx, "default/case/01M8SNY25MTQ9VP1YG42CGNP5Z"); !errors.Is(err, keyring.ErrUnknownScope) {
 		t.Errorf("Erase of an unknown scope = %v, want keyring.ErrUnknownScope", err)
 	}
+	const never = "default/case/01M8SNY25MTQ9VP1YG42CGNP5Z"
+	if erased, err := r.Erased(ctx, a); err != nil || erased {
+		t.Errorf("Erased of a held scope = %v, %v; want false, no error", erased, err)
+	}
+	if _, err := r.Erased(ctx, never); !errors.Is(err, keyring.ErrUnknownScope) || !errors.As(err, &se) {
+		t.Errorf("Erased of a scope never created = %v, want a *keyring.ScopeError of keyring.ErrUnknownScope", err)
+	}
 	done, err := r.Erase(ctx, a)
 	if err != nil || !done {
 		t.Fatalf("Erase = %v, %v; want true", done, err)
@@ -63,6 +70,12 @@ func Run(t *testing.T, r keyring.Ring) {
 	}
 	if _, err := r.Unwrap(ctx, a, w1); !errors.Is(err, keyring.ErrErased) {
 		t.Errorf("Unwrap after erasure = %v, want keyring.ErrErased", err)
+	}
+	if erased, err := r.Erased(ctx, a); err != nil || !erased {
+		t.Errorf("Erased after Erase = %v, %v; want true, no error", erased, err)
+	}
+	if erased, err := r.Erased(ctx, b); err != nil || erased {
+		t.Errorf("erasing scope a made Erased(b) = %v, %v", erased, err)
 	}
 	if _, _, err := r.Wrap(ctx, a); !errors.Is(err, keyring.ErrErased) {
 		t.Errorf("Wrap under an erased scope = %v, want keyring.ErrErased (an erased case never gets a key again)", err)
@@ -81,6 +94,9 @@ func Run(t *testing.T, r keyring.Ring) {
 	for _, bad := range []string{"", "../x", "a//b", "a/./b", "a b", "a/b/c/d/e"} {
 		if _, _, err := r.Wrap(ctx, bad); !errors.Is(err, keyring.ErrInvalidScope) {
 			t.Errorf("Wrap(%q) = %v, want keyring.ErrInvalidScope", bad, err)
+		}
+		if _, err := r.Erased(ctx, bad); !errors.Is(err, keyring.ErrInvalidScope) {
+			t.Errorf("Erased(%q) = %v, want keyring.ErrInvalidScope", bad, err)
 		}
 	}
 }

@@ -470,6 +470,16 @@ func (j *Journal) ReadStored(ctx context.Context, run store.RunID, from store.Se
 	return j.Journal.ReadStored(ctx, run, from, limit, maxBytes)
 }
 
+// Erased reports whether scope's key was erased, from the key ring's
+// state alone (keyring.Ring.Erased): nothing is unwrapped or opened. With
+// ReadStored and Scope it lets a reader show which sealed fields are
+// erased without opening any. A scope the ring never had is a
+// *keyring.ScopeError of keyring.ErrUnknownScope, as a read that opens
+// the field would be.
+func (j *Journal) Erased(ctx context.Context, scope string) (bool, error) {
+	return j.ring.Erased(ctx, scope)
+}
+
 // CaseHistory returns a case's records with their fields opened.
 func (j *Journal) CaseHistory(ctx context.Context, c store.CaseID, limit int) ([]store.Record, error) {
 	recs, err := j.Journal.CaseHistory(ctx, c, limit)
