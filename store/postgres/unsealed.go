@@ -20,9 +20,13 @@ import (
 // snapshot, every record of the run the log holds (runLeaves).
 
 // leafHashesSchema indexes the log's leaves by hash; building it reads the
-// leaves an older database already holds.
+// leaves an older database already holds, and writes to log_nodes wait for
+// it. On a large log an operator may build it beforehand without blocking
+// writers (CREATE INDEX CONCURRENTLY log_leaf_hashes ON
+// <schema>.log_nodes(tenant, hash) WHERE level = 0), and the migration then
+// keeps it (IF NOT EXISTS), as it does the proofs' covering indexes.
 const leafHashesSchema = `
-CREATE INDEX log_leaf_hashes ON {S}.log_nodes(tenant, hash) WHERE level = 0;
+CREATE INDEX IF NOT EXISTS log_leaf_hashes ON {S}.log_nodes(tenant, hash) WHERE level = 0;
 `
 
 // leafOf is a subquery of col of the tenant's ($1) log leaf whose value is
