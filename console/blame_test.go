@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/runseal/runseal/api/server"
+	"github.com/runseal/runseal/internal/journaltest"
 	"github.com/runseal/runseal/internal/logtest"
 	"github.com/runseal/runseal/store"
 	"github.com/runseal/runseal/store/sqlite"
@@ -44,7 +45,8 @@ func TestSignIn_TruncatedBodiesLogNoError(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	logs, logger := logtest.New()
 	toks := &brokenTokens{TokenStore: st}
-	con, err := New(Config{Tenants: []server.Tenant{{Store: st}}, Tokens: toks, Logger: logger})
+	tenants := []server.Tenant{{Store: st, LogKey: journaltest.NewLog(t, st.Origin()).Verifier}}
+	con, err := New(Config{Tenants: tenants, Tokens: toks, Logger: logger, Heavy: apiServer(t, tenants, st)})
 	if err != nil {
 		t.Fatal(err)
 	}
