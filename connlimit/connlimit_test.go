@@ -99,6 +99,20 @@ func flood(t *testing.T, addr string, n int) (ok, refused int, clients []*client
 	return ok, refused, clients
 }
 
+// waitOpen waits until the listener holds n connections: a client's close
+// reaches the server's side of the connection later than the client's
+// Close returns.
+func waitOpen(t *testing.T, ln *connlimit.Listener, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ln.Stats().Open != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener still holds %d connections, want %d", ln.Stats().Open, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestListener_IdleKeepAliveFloodLeavesRoomForOthers: one address holding
 // idle keep-alive connections gets MaxPerAddr of them, every further one
 // is answered 503 at once, and another address is still served.
@@ -136,7 +150,7 @@ func TestListener_TotalBoundAcrossAddresses(t *testing.T) {
 // new episode with its own WARN.
 func TestListener_RefusalsLoggedOncePerEpisode(t *testing.T) {
 	recs, logger := logtest.New()
-	_, addr := serve(t, connlimit.Config{MaxConns: 10, MaxPerAddr: 2, Quiet: 50 * time.Millisecond, Logger: logger})
+	ln, addr := serve(t, connlimit.Config{MaxConns: 10, MaxPerAddr: 2, Quiet: 50 * time.Millisecond, Logger: logger})
 	_, refused, held := flood(t, addr, 22)
 	if refused != 20 {
 		t.Fatalf("refused %d, want 20", refused)
@@ -158,6 +172,9 @@ func TestListener_RefusalsLoggedOncePerEpisode(t *testing.T) {
 	for _, c := range held {
 		c.c.Close()
 	}
+	// The server closes its side when it reads the client's close, which
+	// can be after the next dial: wait until the slots are given back.
+	waitOpen(t, ln, 0)
 	_, refused, _ = flood(t, addr, 3)
 	if refused != 1 {
 		t.Fatalf("second flood refused %d, want 1", refused)

@@ -10,8 +10,8 @@
 # which .ci/postgres.sh installs when they are absent. The tests build the
 # journal and witness commands themselves and run them as processes.
 #
-#   sudo bash scripts/faults.sh                 # every scenario
-#   sudo bash scripts/faults.sh -run 'DiskFull' # one scenario (go test -run)
+#   bash scripts/faults.sh                 # every scenario (as root)
+#   bash scripts/faults.sh -run 'DiskFull' # one scenario (go test -run)
 #
 # It prints one line per scenario (PASS, FAIL or SKIP) and, last, the
 # machine, the date and the load, for docs/faults.md's result column.

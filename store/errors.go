@@ -184,9 +184,9 @@ func (e *CommitUnknownError) Unwrap() error { return e.Err }
 func (e *CommitUnknownError) Is(target error) bool { return target == ErrCommitUnknown }
 
 // StorageFullError refuses a write because the filesystem or quota under
-// the store is full (ENOSPC, SQLITE_FULL). Nothing of a refused write is
-// kept unless it is also ErrCommitUnknown; the store takes writes again as
-// soon as space is freed, without a restart.
+// the store is full (ENOSPC, SQLITE_FULL, PostgreSQL's disk_full). Nothing
+// of a refused write is kept unless it is also ErrCommitUnknown; the store
+// takes writes again as soon as space is freed, without a restart.
 type StorageFullError struct {
 	Err error // the underlying failure
 }

@@ -265,7 +265,20 @@ func (s *Store) wrap(what func() string, err error) error {
 	if errors.Is(err, store.ErrClosed) {
 		return err
 	}
-	return fmt.Errorf("postgres journal: %s: %w", what(), err)
+	err = fmt.Errorf("postgres journal: %s: %w", what(), err)
+	if diskFull(err) {
+		// The server refused the transaction: nothing of it was kept.
+		return &store.StorageFullError{Err: err}
+	}
+	return err
+}
+
+// diskFull reports whether the server refused a write for want of disk
+// space (SQLSTATE 53100, disk_full), which an operator fixes by freeing or
+// adding space, with no restart of the journal.
+func diskFull(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53100"
 }
 
 // read wraps a read's infrastructure failure like wrap does.
